@@ -1,0 +1,22 @@
+# The two commands of the README: `make demo` and `make test`.
+# Each creates .venv (pinned by constraints.txt) on first use and reuses it after.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test env
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/safe-tracectx demo
+
+test: $(STAMP)
+	$(BIN)/python -m mypy --strict
+	$(BIN)/python -m pytest -q

@@ -1,0 +1,84 @@
+"""Find the user's ``file:line``: the first frame outside this package.
+
+Frames of this package and of :mod:`contextlib` are always skipped, so a
+report names the line that wrote ``with tracectx(...)`` or called
+``set_tracectx``, not the machinery in between::
+
+    >>> from safe_tracectx.callsite import find_call_site
+    >>> def where():
+    ...     return find_call_site()
+    >>> where().function
+    'where'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from types import FrameType
+from typing import NamedTuple
+
+__all__ = ["CallSite", "find_call_site", "thunder_root"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_ALWAYS_SKIPPED = frozenset({contextlib.__file__})
+_thunder_root: str | None = None
+
+
+class CallSite(NamedTuple):
+    """A source location: ``filename:lineno in function``."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+    def short(self) -> str:
+        """``file:line`` with the path shortened to its last three parts."""
+        parts = self.filename.replace("\\", "/").split("/")
+        return f"{'/'.join(parts[-3:])}:{self.lineno}"
+
+
+def thunder_root() -> str | None:
+    """The directory of the imported ``thunder`` package (None if not imported)."""
+    global _thunder_root
+    if _thunder_root is None:
+        module = sys.modules.get("thunder")
+        path = getattr(module, "__file__", None)
+        if path is None:
+            return None
+        _thunder_root = os.path.dirname(os.path.abspath(path)) + os.sep
+    return _thunder_root
+
+
+def _thunder_trace_module_file() -> str | None:
+    root = thunder_root()
+    return None if root is None else os.path.join(root, "core", "trace.py")
+
+
+def _skipped(filename: str, *, skip_thunder: bool) -> bool:
+    if filename.startswith(_PACKAGE_DIR) or filename in _ALWAYS_SKIPPED:
+        return True
+    if skip_thunder:
+        root = thunder_root()
+        return root is not None and filename.startswith(root)
+    # Thunder's own set/reset/tracectx wrappers are machinery, not call sites.
+    return filename == _thunder_trace_module_file()
+
+
+def find_call_site(*, skip_thunder: bool = False, frame: FrameType | None = None) -> CallSite | None:
+    """The first frame, walking out from ``frame`` (default: the caller), outside this package.
+
+    With ``skip_thunder=True`` Thunder's frames are skipped too, so the site is
+    the user's code that called into Thunder.
+    """
+    f: FrameType | None = frame if frame is not None else sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if not _skipped(code.co_filename, skip_thunder=skip_thunder):
+            return CallSite(code.co_filename, f.f_lineno, code.co_qualname)
+        f = f.f_back
+    return None

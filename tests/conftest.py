@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder  # noqa: F401  (imported once, quietly)
+
+from thunder.core.trace import TraceCtx, get_tracectx
+
+import safe_tracectx.policy as policy_module
+
+
+@pytest.fixture(autouse=True)
+def _clean_trace_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test starts and must end with no active trace and the default policy."""
+    monkeypatch.delenv(policy_module.ENV_VAR, raising=False)
+    policy_module._default_policy = None
+    assert get_tracectx() is None
+    yield
+    policy_module._default_policy = None
+    assert get_tracectx() is None, "a test left a trace active"
+
+
+@pytest.fixture
+def make_trace() -> Callable[..., TraceCtx]:
+    """A factory of real, empty Thunder traces, optionally with some names."""
+
+    def make(*names: str) -> TraceCtx:
+        trace = TraceCtx()
+        trace.names.update(names)
+        return trace
+
+    return make

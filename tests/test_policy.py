@@ -1,0 +1,165 @@
+"""Policy: presets, per-block overrides, the environment variable, and each action."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import safe_tracectx.policy as policy_module
+from safe_tracectx import (
+    LENIENT,
+    STRICT,
+    MissingTraceError,
+    Policy,
+    TraceContextWarning,
+    get_policy,
+    require_trace,
+    set_default_policy,
+    use_policy,
+)
+from safe_tracectx.context import TracelessTrace
+
+
+def test_strict_is_the_default_and_raises_everything() -> None:
+    assert get_policy() is STRICT
+    assert {getattr(STRICT, f) for f in STRICT.__dataclass_fields__} == {"raise"}
+
+
+def test_lenient_makes_missing_traces_traceless_and_warns_the_rest() -> None:
+    assert LENIENT.missing_trace == "traceless"
+    assert {LENIENT.unbalanced, LENIENT.name_clash, LENIENT.leaked_proxy, LENIENT.read_only} == {"warn"}
+
+
+def test_policy_is_frozen() -> None:
+    with pytest.raises(AttributeError):
+        STRICT.unbalanced = "ignore"  # type: ignore[misc]
+
+
+def test_bad_action_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="Policy.unbalanced='explode' is not a valid action; use one of: raise, warn, log, ignore"):
+        Policy(unbalanced="explode")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="use one of: raise, warn, log, ignore$"):
+        Policy(read_only="traceless")  # type: ignore[arg-type]
+    assert Policy(missing_trace="traceless").missing_trace == "traceless"
+
+
+def test_bad_preset_and_unknown_event_are_value_errors() -> None:
+    with pytest.raises(ValueError, match="'paranoid' is not a policy preset; use one of: strict, lenient"):
+        use_policy("paranoid")
+    with pytest.raises(ValueError, match="unknown policy event\\(s\\) typo; the events are"):
+        use_policy("strict", typo="raise")
+    with pytest.raises(TypeError, match="takes a Policy or a preset name"):
+        use_policy(3)  # type: ignore[arg-type]
+    assert get_policy() is STRICT
+
+
+def test_use_policy_nests_restores_and_applies_overrides() -> None:
+    with use_policy("lenient") as outer:
+        assert get_policy() is outer is LENIENT
+        with use_policy(LENIENT, missing_trace="raise") as inner:
+            assert inner.missing_trace == "raise" and inner.unbalanced == "warn"
+            assert get_policy() is inner
+        assert get_policy() is LENIENT
+    assert get_policy() is STRICT
+
+
+def test_use_policy_instance_cannot_be_entered_twice() -> None:
+    block = use_policy("lenient")
+    with block:
+        with pytest.raises(TypeError, match="already entered"):
+            block.__enter__()
+    assert get_policy() is STRICT
+
+
+def test_use_policy_as_decorator_and_per_thread() -> None:
+    @use_policy("lenient")
+    def inside() -> Policy:
+        return get_policy()
+
+    assert inside() is LENIENT and get_policy() is STRICT
+    seen: list[Policy] = []
+    with use_policy("lenient"):
+        thread = threading.Thread(target=lambda: seen.append(get_policy()))
+        thread.start()
+        thread.join()
+    assert seen == [STRICT]  # a new thread starts from the default
+
+    async def task(policy: str) -> Policy:
+        with use_policy(policy):
+            await asyncio.sleep(0)
+            return get_policy()
+
+    async def both() -> list[Policy]:
+        return list(await asyncio.gather(task("strict"), task("lenient")))
+
+    assert asyncio.run(both()) == [STRICT, LENIENT]
+
+
+def test_set_default_policy_and_back() -> None:
+    assert set_default_policy("lenient", read_only="raise") == LENIENT.replace(read_only="raise")
+    assert get_policy().read_only == "raise" and get_policy().missing_trace == "traceless"
+    with use_policy("strict"):
+        assert get_policy() is STRICT
+    set_default_policy(None)
+    assert get_policy() is STRICT
+
+
+def test_environment_variable_selects_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAFE_TRACECTX_POLICY", "Lenient")
+    assert get_policy() is LENIENT
+    monkeypatch.setenv("SAFE_TRACECTX_POLICY", "nope")
+    with pytest.raises(ValueError, match="environment variable SAFE_TRACECTX_POLICY='nope' .* strict, lenient"):
+        get_policy()
+
+
+def test_environment_variable_in_a_fresh_process() -> None:
+    code = "import safe_tracectx as s; print(s.get_policy() is s.LENIENT)"
+    env = {**__import__("os").environ, "SAFE_TRACECTX_POLICY": "lenient"}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "True", out.stderr
+
+
+def test_require_trace_applies_each_missing_trace_action(caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(MissingTraceError) as info:
+        require_trace("naming a proxy")
+    message = str(info.value)
+    assert "naming a proxy needs an active trace" in message
+    assert __file__ in message
+    assert "tracectx(trace)" in message and "scratch_trace" in message and "traceless()" in message
+
+    with use_policy("strict", missing_trace="traceless"):
+        assert isinstance(require_trace("x"), TracelessTrace)
+    with use_policy("strict", missing_trace="warn"):
+        with pytest.warns(TraceContextWarning, match="x needs an active trace"):
+            assert require_trace("x") is None
+    with use_policy("strict", missing_trace="log"), caplog.at_level(logging.WARNING, "safe_tracectx"):
+        assert require_trace("y") is None
+    assert any("y needs an active trace" in r.getMessage() for r in caplog.records)
+    with use_policy("strict", missing_trace="ignore"):
+        assert require_trace("z") is None
+
+
+def test_warnings_can_be_turned_into_errors_by_category() -> None:
+    with use_policy("strict", missing_trace="warn"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", TraceContextWarning)
+            with pytest.raises(TraceContextWarning):
+                require_trace("x")
+
+
+def test_act_notifies_listeners_with_the_action() -> None:
+    seen: list[tuple[str, str]] = []
+    policy_module.violation_listeners.append(lambda error, action: seen.append((type(error).__name__, action)))
+    try:
+        with use_policy("strict", missing_trace="ignore"):
+            require_trace("x")
+    finally:
+        policy_module.violation_listeners.pop()
+    assert seen == [("MissingTraceError", "ignore")]
