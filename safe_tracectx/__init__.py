@@ -9,19 +9,10 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from safe_tracectx.callsite import CallSite
-from safe_tracectx.context import (
-    ScratchTrace,
-    TracelessTrace,
-    current_trace,
-    describe_trace,
-    is_traceless,
-    require_trace,
-    scratch_trace,
-    traceless,
-    traceless_tensorproxy,
-    tracectx,
-)
 from safe_tracectx.errors import (
     LeakedProxyError,
     MissingTraceError,
@@ -42,6 +33,50 @@ from safe_tracectx.policy import (
     set_default_policy,
     use_policy,
 )
+
+if TYPE_CHECKING:
+    from safe_tracectx.context import (
+        ScratchTrace,
+        TracelessTrace,
+        current_trace,
+        describe_trace,
+        is_traceless,
+        require_trace,
+        scratch_trace,
+        traceless,
+        traceless_tensorproxy,
+        tracectx,
+    )
+
+# Names whose modules import Thunder (and so torch) are loaded on first use, so
+# that `safe_tracectx.lint` and the CLI's `lint` start without them.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "ScratchTrace",
+            "TracelessTrace",
+            "current_trace",
+            "describe_trace",
+            "is_traceless",
+            "require_trace",
+            "scratch_trace",
+            "traceless",
+            "traceless_tensorproxy",
+            "tracectx",
+        ],
+        "safe_tracectx.context",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'safe_tracectx' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

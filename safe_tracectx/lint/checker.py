@@ -1,0 +1,325 @@
+"""The AST checker: one pass over a module, one analysis per function scope.
+
+    >>> from safe_tracectx.lint.checker import check_tree
+    >>> import ast
+    >>> src = "def f(t):\\n    tok = set_tracectx(t)\\n    g()\\n    reset_tracectx(tok)\\n"
+    >>> [(f.code, f.line) for f in check_tree(ast.parse(src))]
+    [('STC001', 2)]
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Final
+
+from safe_tracectx.lint.rules import RULES
+
+__all__ = ["Finding", "check_tree"]
+
+SET: Final = "set_tracectx"
+RESET: Final = "reset_tracectx"
+#: Context managers that make a trace active for their block.
+GUARDS: Final = frozenset({"tracectx", "scratch_trace", "traceless", "detached_trace", "installed"})
+PROXY_CLASSES: Final = frozenset(
+    {
+        "Proxy",
+        "TensorProxy",
+        "FutureTensorProxy",
+        "NumberProxy",
+        "IntegerProxy",
+        "FloatProxy",
+        "ComplexProxy",
+        "StringProxy",
+        "TupleProxy",
+        "ListProxy",
+        "DictProxy",
+        "AnyProxy",
+        "CollectionProxy",
+        "TorchAutogradFunctionCtxProxy",
+    }
+)
+PROXY_FUNCTIONS: Final = frozenset({"tensorproxy", "futuretensorproxy", "numberproxy", "proxy", "make_proxy_name"})
+PROXY_METHODS: Final = frozenset({"replace_name"})
+CONTEXTMANAGER_DECORATORS: Final = frozenset({"contextmanager", "asynccontextmanager"})
+_TRACKED: Final = frozenset({SET, RESET}) | GUARDS | PROXY_CLASSES | PROXY_FUNCTIONS
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Finding:
+    """One finding: where, which rule, and the message (the rule's fix is in ``RULES``)."""
+
+    line: int
+    col: int
+    code: str
+    message: str
+    guarded: bool | None = None  # STC100 only: does a trace context guard the call lexically?
+
+    @property
+    def fix(self) -> str:
+        return RULES[self.code].fix
+
+
+@dataclasses.dataclass
+class _SetSite:
+    call: ast.Call
+    stmt: ast.stmt
+    block: list[ast.stmt]
+    index: int
+    try_bodies: tuple[ast.Try, ...]  # enclosing try statements whose body holds the set
+
+
+@dataclasses.dataclass
+class _ResetSite:
+    token: str | None
+    line: int
+    finally_of: tuple[ast.Try, ...]  # enclosing try statements whose finalbody holds the reset
+
+
+@dataclasses.dataclass
+class _ProxySite:
+    call: ast.Call
+    label: str
+    guard: str | None
+
+
+@dataclasses.dataclass
+class _Scope:
+    """What one function (or the module) contains, collected for the analysis at its end."""
+
+    is_contextmanager: bool = False
+    sets: list[_SetSite] = dataclasses.field(default_factory=list)
+    resets: list[_ResetSite] = dataclasses.field(default_factory=list)
+    proxies: list[_ProxySite] = dataclasses.field(default_factory=list)
+    bindings: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    yields: bool = False
+
+
+class _Checker:
+    def __init__(self, *, audit: bool) -> None:
+        self.audit = audit
+        self.aliases: dict[str, str] = {}  # local name -> the tracked name it stands for
+        self.findings: list[Finding] = []
+
+    # ---- name resolution -------------------------------------------------------------
+
+    def _callee(self, call: ast.Call) -> tuple[str | None, bool]:
+        """(tracked name the call stands for, whether it is a method/attribute call)."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            name = self.aliases.get(func.id, func.id)
+            return (name if name in _TRACKED else None), False
+        if isinstance(func, ast.Attribute):
+            attr = func.attr
+            if attr in _TRACKED or attr in PROXY_METHODS:
+                return attr, True
+            if attr == "replace" and call.keywords and not call.args:
+                return "replace", True
+        return None, False
+
+    def _record_import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                if alias.name in _TRACKED and alias.asname:
+                    self.aliases[alias.asname] = alias.name
+
+    # ---- traversal ---------------------------------------------------------------------
+
+    def module(self, tree: ast.Module) -> list[Finding]:
+        scope = _Scope()
+        self._block(tree.body, scope, (), (), None)
+        self._analyze(scope)
+        return sorted(self.findings)
+
+    def _block(
+        self,
+        stmts: list[ast.stmt],
+        scope: _Scope,
+        try_bodies: tuple[ast.Try, ...],
+        finals: tuple[ast.Try, ...],
+        guard: str | None,
+    ) -> None:
+        for index, stmt in enumerate(stmts):
+            self._stmt(stmt, stmts, index, scope, try_bodies, finals, guard)
+
+    def _stmt(
+        self,
+        stmt: ast.stmt,
+        block: list[ast.stmt],
+        index: int,
+        scope: _Scope,
+        try_bodies: tuple[ast.Try, ...],
+        finals: tuple[ast.Try, ...],
+        guard: str | None,
+    ) -> None:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = _Scope(is_contextmanager=any(_decorator_name(d) in CONTEXTMANAGER_DECORATORS for d in stmt.decorator_list))
+            for expr in [*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults]:
+                if expr is not None:
+                    self._expr(expr, stmt, block, index, scope, try_bodies, finals, guard)
+            self._block(stmt.body, inner, (), (), None)
+            self._analyze(inner)
+            return
+        if isinstance(stmt, ast.ClassDef):
+            inner = _Scope()
+            self._block(stmt.body, inner, (), (), None)
+            self._analyze(inner)
+            return
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self._record_import(stmt)
+            return
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    scope.bindings.setdefault(target.id, []).append(stmt.lineno)
+        if isinstance(stmt, (ast.Try, ast.TryStar)):
+            here = (stmt,) if isinstance(stmt, ast.Try) else ()
+            self._block(stmt.body, scope, try_bodies + here, finals, guard)
+            for handler in stmt.handlers:
+                if handler.type is not None:
+                    self._expr(handler.type, stmt, block, index, scope, try_bodies, finals, guard)
+                self._block(handler.body, scope, try_bodies, finals, guard)
+            self._block(stmt.orelse, scope, try_bodies, finals, guard)
+            self._block(stmt.finalbody, scope, try_bodies, finals + here, guard)
+            return
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            inner_guard = guard
+            for item in stmt.items:
+                self._expr(item.context_expr, stmt, block, index, scope, try_bodies, finals, guard)
+                call = item.context_expr
+                if isinstance(call, ast.Call):
+                    name, _ = self._callee(call)
+                    if name in GUARDS:
+                        inner_guard = f"`with {name}(...)` at line {stmt.lineno}"
+            self._block(stmt.body, scope, try_bodies, finals, inner_guard)
+            return
+        for field, value in ast.iter_fields(stmt):
+            if isinstance(value, list):
+                if value and isinstance(value[0], ast.stmt):
+                    self._block(value, scope, try_bodies, finals, guard)
+                elif value and isinstance(value[0], ast.match_case):
+                    for case in value:
+                        if case.guard is not None:
+                            self._expr(case.guard, stmt, block, index, scope, try_bodies, finals, guard)
+                        self._block(case.body, scope, try_bodies, finals, guard)
+                else:
+                    for item in value:
+                        if isinstance(item, ast.expr):
+                            self._expr(item, stmt, block, index, scope, try_bodies, finals, guard)
+            elif isinstance(value, ast.expr):
+                self._expr(value, stmt, block, index, scope, try_bodies, finals, guard)
+
+    def _expr(
+        self,
+        expr: ast.expr,
+        stmt: ast.stmt,
+        block: list[ast.stmt],
+        index: int,
+        scope: _Scope,
+        try_bodies: tuple[ast.Try, ...],
+        finals: tuple[ast.Try, ...],
+        guard: str | None,
+    ) -> None:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call):
+                name, is_method = self._callee(node)
+                if name is None:
+                    continue
+                if name == SET:
+                    scope.sets.append(_SetSite(node, stmt, block, index, try_bodies))
+                elif name == RESET:
+                    arg = node.args[0] if node.args else None
+                    token = arg.id if isinstance(arg, ast.Name) else None
+                    scope.resets.append(_ResetSite(token, node.lineno, finals))
+                elif name in PROXY_CLASSES or name in PROXY_FUNCTIONS or name in PROXY_METHODS or name == "replace":
+                    label = f".{name}(...)" if is_method else f"{name}(...)"
+                    scope.proxies.append(_ProxySite(node, label, guard))
+            elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+                scope.yields = True
+
+    # ---- analysis ----------------------------------------------------------------------
+
+    def _add(self, node: ast.expr, code: str, message: str, guarded: bool | None = None) -> None:
+        self.findings.append(Finding(node.lineno, node.col_offset + 1, code, message, guarded))
+
+    def _analyze(self, scope: _Scope) -> None:
+        for site in scope.sets:
+            self._analyze_set(site, scope)
+        if self.audit:
+            for proxy in scope.proxies:
+                self._analyze_proxy(proxy, scope)
+
+    def _analyze_set(self, site: _SetSite, scope: _Scope) -> None:
+        stmt, call = site.stmt, site.call
+        token: str | None = None
+        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            if isinstance(target, ast.Name):
+                token = target.id
+        if token is None:
+            how = "discarded" if isinstance(stmt, ast.Expr) and stmt.value is call else "stored or returned"
+            self._add(call, "STC001", f"{SET}() token is {how} where no {RESET}() can be seen")
+            return
+        resets = [r for r in scope.resets if r.token == token]
+        for try_node in site.try_bodies:
+            if any(try_node in r.finally_of for r in resets):
+                bound_before = any(line < call.lineno for line in scope.bindings.get(token, ()))
+                if not bound_before:
+                    self._add(
+                        call,
+                        "STC002",
+                        f"{SET}() inside the `try` whose `finally` resets `{token}`: if it raises, "
+                        f"`{token}` is unbound there",
+                    )
+                return
+        following = site.block[site.index + 1] if site.index + 1 < len(site.block) else None
+        if isinstance(following, ast.Try) and any(following in r.finally_of for r in resets):
+            return
+        if scope.is_contextmanager and scope.yields:
+            self._add(
+                call,
+                "STC003",
+                f"@contextmanager sets a trace with {SET}() around `yield` without try/finally: "
+                "an exception in the with-block skips the reset",
+            )
+            return
+        if resets:
+            where = ", ".join(str(r.line) for r in resets)
+            detail = f"its {RESET}({token}) (line {where}) is skipped if anything in between raises"
+        else:
+            detail = f"no {RESET}({token}) in this function"
+        self._add(call, "STC001", f"{SET}() not guaranteed to be reset: {detail}")
+
+    def _analyze_proxy(self, proxy: _ProxySite, scope: _Scope) -> None:
+        line = proxy.call.lineno
+        guard = proxy.guard
+        if guard is None:
+            for site in scope.sets:
+                if site.call.lineno < line:
+                    token = site.stmt.targets[0] if isinstance(site.stmt, ast.Assign) else None
+                    name = token.id if isinstance(token, ast.Name) else None
+                    if not any(r.token == name and r.line < line for r in scope.resets):
+                        guard = f"{SET}() at line {site.call.lineno}"
+        if guard is not None:
+            message = f"proxy-creating call {proxy.label}: guarded by {guard}"
+        else:
+            message = (
+                f"proxy-creating call {proxy.label}: not guarded by a trace context in this function; "
+                "its name comes from whatever trace the caller made active"
+            )
+        self._add(proxy.call, "STC100", message, guarded=guard is not None)
+
+
+def _decorator_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def check_tree(tree: ast.Module, *, audit: bool = False) -> list[Finding]:
+    """Every finding in a parsed module (STC100 only with ``audit=True``), sorted by position."""
+    return _Checker(audit=audit).module(tree)
