@@ -35,6 +35,9 @@ from safe_tracectx.policy import (
 )
 
 if TYPE_CHECKING:
+    from safe_tracectx.audit import AuditLog, audit
+    from safe_tracectx.checks import Violation, check_forward_backward, check_trace
+    from safe_tracectx.hooks import install, installed, is_installed, thunder_support, uninstall
     from safe_tracectx.context import (
         ScratchTrace,
         TracelessTrace,
@@ -66,6 +69,11 @@ _LAZY: dict[str, str] = {
         ],
         "safe_tracectx.context",
     ),
+    **dict.fromkeys(["AuditLog", "audit"], "safe_tracectx.audit"),
+    **dict.fromkeys(["Violation", "check_forward_backward", "check_trace"], "safe_tracectx.checks"),
+    **dict.fromkeys(
+        ["install", "installed", "is_installed", "thunder_support", "uninstall"], "safe_tracectx.hooks"
+    ),
 }
 
 
@@ -81,6 +89,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuditLog",
     "LENIENT",
     "STRICT",
     "Action",
@@ -97,15 +106,24 @@ __all__ = [
     "TracelessRecordingError",
     "TracelessTrace",
     "UnbalancedContextError",
+    "Violation",
+    "audit",
+    "check_forward_backward",
+    "check_trace",
     "current_trace",
     "describe_trace",
     "get_policy",
+    "install",
+    "installed",
+    "is_installed",
     "is_traceless",
     "require_trace",
     "scratch_trace",
     "set_default_policy",
+    "thunder_support",
     "traceless",
     "traceless_tensorproxy",
     "tracectx",
+    "uninstall",
     "use_policy",
 ]

@@ -54,9 +54,18 @@ def thunder_root() -> str | None:
     return _thunder_root
 
 
-def _thunder_trace_module_file() -> str | None:
-    root = thunder_root()
-    return None if root is None else os.path.join(root, "core", "trace.py")
+_machinery: frozenset[str] | None = None
+
+
+def _thunder_machinery() -> frozenset[str]:
+    """Thunder's trace and proxy plumbing: set_tracectx, tracectx, Proxy.__init__, replace ..."""
+    global _machinery
+    if _machinery is None:
+        root = thunder_root()
+        if root is None:
+            return frozenset()
+        _machinery = frozenset(os.path.join(root, "core", name) for name in ("trace.py", "proxies.py"))
+    return _machinery
 
 
 def _skipped(filename: str, *, skip_thunder: bool) -> bool:
@@ -65,8 +74,8 @@ def _skipped(filename: str, *, skip_thunder: bool) -> bool:
     if skip_thunder:
         root = thunder_root()
         return root is not None and filename.startswith(root)
-    # Thunder's own set/reset/tracectx wrappers are machinery, not call sites.
-    return filename == _thunder_trace_module_file()
+    # Thunder's own set/reset/tracectx and proxy constructors are machinery, not call sites.
+    return filename in _thunder_machinery()
 
 
 def find_call_site(*, skip_thunder: bool = False, frame: FrameType | None = None) -> CallSite | None:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, Final, Literal, TypeVar, get_args
 
+from safe_tracectx import events
 from safe_tracectx.errors import EventName, TraceContextError, TraceContextWarning
 
 __all__ = [
@@ -182,10 +183,6 @@ class use_policy:
         return with_policy  # type: ignore[return-value]
 
 
-#: Called with every error that a policy acted on (the audit subscribes here).
-violation_listeners: list[Callable[[TraceContextError, str], None]] = []
-
-
 def act(error: TraceContextError, *, policy: Policy | None = None) -> None:
     """Carry out the policy's action for ``error``: raise, warn, log or ignore it.
 
@@ -193,8 +190,17 @@ def act(error: TraceContextError, *, policy: Policy | None = None) -> None:
     """
     event: EventName | None = error.event
     action = "raise" if event is None else getattr(policy or get_policy(), event)
-    for listener in violation_listeners:
-        listener(error, action)
+    if events.sinks:
+        events.emit(
+            "violation",
+            trace=None,
+            site=error.site,
+            code=type(error).__name__,
+            event=event,
+            action=action,
+            message=error.message,
+            fix=error.fix,
+        )
     if action == "raise":
         raise error
     if action == "warn":

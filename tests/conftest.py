@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
+
+# Skip inductor's per-process vector-ISA self-test (six fresh Python processes, about 12 s here);
+# the ISA is still chosen from /proc/cpuinfo.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -16,12 +21,17 @@ import safe_tracectx.policy as policy_module
 
 @pytest.fixture(autouse=True)
 def _clean_trace_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every test starts and must end with no active trace and the default policy."""
+    """Every test starts and must end with no active trace, no hooks and the default policy."""
+    from safe_tracectx.hooks import is_installed, uninstall
+
     monkeypatch.delenv(policy_module.ENV_VAR, raising=False)
     policy_module._default_policy = None
     assert get_tracectx() is None
     yield
+    leaked_install = is_installed()
+    uninstall()
     policy_module._default_policy = None
+    assert not leaked_install, "a test left the hooks installed"
     assert get_tracectx() is None, "a test left a trace active"
 
 

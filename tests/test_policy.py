@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-import safe_tracectx.policy as policy_module
+from safe_tracectx import events
+from safe_tracectx.events import Event
 from safe_tracectx import (
     LENIENT,
     STRICT,
@@ -154,12 +155,13 @@ def test_warnings_can_be_turned_into_errors_by_category() -> None:
                 require_trace("x")
 
 
-def test_act_notifies_listeners_with_the_action() -> None:
-    seen: list[tuple[str, str]] = []
-    policy_module.violation_listeners.append(lambda error, action: seen.append((type(error).__name__, action)))
+def test_act_emits_a_violation_event_with_the_action() -> None:
+    seen: list[Event] = []
+    events.sinks.append(seen.append)
     try:
         with use_policy("strict", missing_trace="ignore"):
             require_trace("x")
     finally:
-        policy_module.violation_listeners.pop()
-    assert seen == [("MissingTraceError", "ignore")]
+        events.sinks.pop()
+    assert [(e.kind, e.detail["code"], e.detail["action"]) for e in seen] == [("violation", "MissingTraceError", "ignore")]
+    assert seen[0].site is not None and seen[0].site.filename == __file__

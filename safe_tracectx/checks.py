@@ -1,0 +1,193 @@
+"""Trace checks that never modify the trace they read.
+
+A superset of ``thunder.dev_utils.check_trace.check_trace`` that, unlike it,
+makes no trace active and registers no name::
+
+    >>> import torch, thunder
+    >>> from safe_tracectx.checks import check_trace
+    >>> jitted = thunder.jit(lambda x: x.sin() * 2)
+    >>> _ = jitted(torch.ones(2))
+    >>> check_trace(thunder.last_traces(jitted)[-1])
+    []
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, Literal
+
+from thunder.core.proxies import Proxy
+from thunder.core.pytree import tree_flatten
+from thunder.core.trace import TraceCtx
+
+from safe_tracectx.callsite import CallSite
+from safe_tracectx.context import describe_trace, is_traceless
+from safe_tracectx.errors import LeakedProxyError, NameClashError, TraceContextError
+
+__all__ = ["Violation", "ViolationKind", "check_forward_backward", "check_trace"]
+
+ViolationKind = Literal[
+    "ssa-redefinition",
+    "use-before-definition",
+    "unregistered-name",
+    "name-clash",
+    "fusion-name-clash",
+    "traceless-proxy",
+    "forward-backward-clash",
+]
+
+_FIXES: Final[dict[str, str]] = {
+    "ssa-redefinition": "give the new proxy a fresh name (safe_tracectx.proxies.rename with the owning trace)",
+    "use-before-definition": "define the proxy before its first use, or reorder the bound symbols",
+    "unregistered-name": "name proxies while their trace is active (or commit scratch names with commit_names(into=trace))",
+    "name-clash": "one name must mean one proxy: rename one of them in a scratch_trace that reserves this trace",
+    "fusion-name-clash": "names must be unique across fusion regions for rematerialization: rename in a scratch_trace "
+    "that reserves the whole trace",
+    "traceless-proxy": "traceless proxies must never enter a trace: recreate it inside `with tracectx(trace):`",
+    "forward-backward-clash": "rename the backward's recomputed outputs (rename_outputs(bsyms, trace=bw, prefix='bw_'))",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One problem found in a trace: its kind, the name involved, where, and the fix."""
+
+    kind: ViolationKind
+    name: str
+    message: str
+    where: str
+
+    @property
+    def fix(self) -> str:
+        return _FIXES[self.kind]
+
+    def to_error(self, site: CallSite | None = None, *, context: str = "") -> TraceContextError:
+        """The error a policy acts on: LeakedProxyError for traceless proxies, else NameClashError."""
+        error_type = LeakedProxyError if self.kind == "traceless-proxy" else NameClashError
+        return error_type(f"{context}{self.message} ({self.where})", fix=self.fix, site=site)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message} ({self.where})"
+
+
+def _bsym_label(index: int, bsym: Any, region: str | None = None) -> str:
+    name = getattr(getattr(bsym, "sym", None), "name", "?")
+    return f"bound symbol {index} ({name})" + (f" in {region}" if region else "")
+
+
+def _input_proxies(trace: TraceCtx) -> list[Proxy]:
+    try:
+        flat, _ = tree_flatten((trace.args, trace.kwargs))  # type: ignore[no-untyped-call]
+    except Exception:  # noqa: BLE001 - unusual argument containers: no inputs to seed
+        return []
+    return [p for p in flat if isinstance(p, Proxy)]
+
+
+def _is_fusion(bsym: Any) -> bool:
+    return bool(getattr(bsym.sym, "is_fusion", False))
+
+
+def _walk_region(bsyms: Iterable[Any]) -> Iterator[Proxy]:
+    for bsym in bsyms:
+        yield from bsym.flat_proxy_args
+        yield from bsym.flat_proxy_outs
+        yield from _walk_region(bsym.subsymbols)
+
+
+def check_trace(trace: TraceCtx) -> list[Violation]:
+    """Every violation in ``trace``; reads only (no name is registered, nothing is made active)."""
+    if not isinstance(trace, TraceCtx):
+        raise TypeError(f"check_trace() takes a thunder TraceCtx, got {type(trace).__name__}")
+    violations: list[Violation] = []
+    registered = trace.names
+    defined: dict[str, Proxy] = {}
+    owners: dict[str, tuple[Proxy, str]] = {}  # name -> (proxy, region) across the whole trace
+    reported: set[tuple[str, str]] = set()
+
+    def add(kind: ViolationKind, name: str, message: str, where: str) -> None:
+        if (kind, name) not in reported:
+            reported.add((kind, name))
+            violations.append(Violation(kind, name, message, where))
+
+    def own(proxy: Proxy, region: str, where: str) -> None:
+        if is_traceless(proxy):
+            add("traceless-proxy", proxy.name, f"traceless proxy {proxy.name} is used in {describe_trace(trace)}", where)
+        previous = owners.setdefault(proxy.name, (proxy, region))
+        if previous[0] is not proxy and previous[1] != region:
+            add(
+                "fusion-name-clash",
+                proxy.name,
+                f"name {proxy.name} is one proxy in {previous[1]} and another in {region}",
+                where,
+            )
+
+    for proxy in _input_proxies(trace):
+        defined.setdefault(proxy.name, proxy)
+        own(proxy, "the trace", "trace inputs")
+
+    bsym: Any
+    for index, bsym in enumerate(trace.bound_symbols):
+        where = _bsym_label(index, bsym)
+        for proxy in bsym.flat_proxy_args:
+            name = proxy.name
+            first = defined.get(name)
+            if first is None:
+                add("use-before-definition", name, f"{name} is used before any bound symbol defines it", where)
+                defined[name] = proxy
+            elif first is not proxy:
+                add("name-clash", name, f"{name} names two different proxies", where)
+            if name not in registered:
+                add("unregistered-name", name, f"{name} is not registered in the trace's names", where)
+            own(proxy, "the trace", where)
+        for proxy in bsym.flat_proxy_outs:
+            name = proxy.name
+            first = defined.setdefault(name, proxy)
+            if first is not proxy:
+                add("ssa-redefinition", name, f"{name} is defined again by a different proxy", where)
+            if name not in registered:
+                add("unregistered-name", name, f"{name} is not registered in the trace's names", where)
+            own(proxy, "the trace", where)
+        if _is_fusion(bsym):
+            region = f"fusion region {bsym.sym.name}"
+            for proxy in _walk_region(bsym.subsymbols):
+                own(proxy, region, _bsym_label(index, bsym))
+    return violations
+
+
+def _defined_names(trace: TraceCtx, *, skip_unpack: bool) -> dict[str, str]:
+    """name -> where, for every proxy a top-level bound symbol outputs.
+
+    Names internal to a fusion region are locals of the fusion's callable, so they
+    cannot clash across traces; check_trace checks them within a trace.
+    """
+    names: dict[str, str] = {}
+    bsym: Any
+    for index, bsym in enumerate(trace.bound_symbols):
+        if skip_unpack and bsym.sym.name.startswith("unpack"):
+            continue
+        for proxy in bsym.flat_proxy_outs:
+            names.setdefault(proxy.name, _bsym_label(index, bsym))
+    return names
+
+
+def check_forward_backward(fw: TraceCtx, bw: TraceCtx) -> list[Violation]:
+    """Names defined in both ``fw`` and ``bw`` other than by the backward unpacking its inputs.
+
+    The hand-over (the saved-for-backward values the backward unpacks) is expected
+    to carry forward names; any other backward definition of a forward name is a clash.
+    """
+    for label, trace in (("fw", fw), ("bw", bw)):
+        if not isinstance(trace, TraceCtx):
+            raise TypeError(f"check_forward_backward() {label} must be a thunder TraceCtx, got {type(trace).__name__}")
+    fw_names = _defined_names(fw, skip_unpack=False)
+    bw_names = _defined_names(bw, skip_unpack=True)
+    return [
+        Violation(
+            "forward-backward-clash",
+            name,
+            f"{name} is defined in the forward trace ({fw_names[name]}) and again in the backward trace",
+            bw_names[name],
+        )
+        for name in sorted(fw_names.keys() & bw_names.keys())
+    ]

@@ -1,0 +1,33 @@
+"""Thunder hooks: the trace ContextVar guard, the naming hook and the remat pass wrappers.
+
+``install()`` puts them in place at run time; ``uninstall()`` restores the originals.
+"""
+
+from __future__ import annotations
+
+from safe_tracectx.hooks.guard import GuardedTraceVar, RawBlock, open_blocks
+from safe_tracectx.hooks.install import (
+    SupportReport,
+    install,
+    installed,
+    installed_audit_log,
+    is_installed,
+    thunder_support,
+    uninstall,
+)
+from safe_tracectx.hooks.passes import PASSES, PassSpec
+
+__all__ = [
+    "PASSES",
+    "GuardedTraceVar",
+    "PassSpec",
+    "RawBlock",
+    "SupportReport",
+    "install",
+    "installed",
+    "installed_audit_log",
+    "is_installed",
+    "open_blocks",
+    "thunder_support",
+    "uninstall",
+]

@@ -1,0 +1,135 @@
+"""Typed wrappers for executor and transform authors: every proxy-creating call names its trace.
+
+    >>> from thunder.core.trace import TraceCtx
+    >>> from safe_tracectx.proxies import fresh_name, new_tensor_proxy, rename
+    >>> trace = TraceCtx()
+    >>> t = new_tensor_proxy(trace=trace, shape=(2,), device="cpu", dtype="float32")
+    >>> renamed = rename(t, "bw_" + t.name, trace=trace)
+    >>> renamed.name, type(renamed).__name__, sorted(trace.names)
+    ('bw_t0', 'TensorProxy', ['bw_t0', 't0'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any, TypeVar
+
+from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx
+
+from safe_tracectx import events
+from safe_tracectx.callsite import find_call_site
+from safe_tracectx.context import describe_trace, tracectx
+from safe_tracectx.errors import NameClashError
+
+__all__ = ["fresh_name", "new_tensor_proxy", "rename", "rename_outputs"]
+
+P = TypeVar("P", bound=Proxy)
+
+
+def _require_trace(trace: object, function: str) -> TraceCtx:
+    if not isinstance(trace, TraceCtx):
+        raise TypeError(f"{function}(trace=...) takes a thunder TraceCtx, got {type(trace).__name__} ({trace!r:.60})")
+    return trace
+
+
+def _record(trace: TraceCtx, name: str, function: str, *, named_by_hook: bool = True) -> None:
+    # With the hooks installed, the naming hook already records every proxy it names.
+    from safe_tracectx.hooks import is_installed
+
+    if events.sinks and not (named_by_hook and is_installed()):
+        events.emit("proxy_created", trace=trace, site=find_call_site(), name=name, via=function)
+
+
+def fresh_name(trace: TraceCtx, *, prefix: str | None = None) -> str:
+    """A new name, registered in ``trace``."""
+    _require_trace(trace, "fresh_name")
+    name: str = trace.make_name(prefix=prefix)
+    _record(trace, name, "fresh_name", named_by_hook=False)
+    return name
+
+
+def new_tensor_proxy(
+    *,
+    trace: TraceCtx,
+    shape: Iterable[int],
+    device: Any,
+    dtype: Any,
+    requires_grad: bool = False,
+    name: str | None = None,
+    prefix: str | None = None,
+) -> TensorProxy:
+    """A ``TensorProxy`` owned by ``trace`` (its name registered there).
+
+    ``device`` and ``dtype`` may be Thunder's or torch's, or strings ("cpu", "float32").
+    """
+    from thunder.core import devices, dtypes
+
+    _require_trace(trace, "new_tensor_proxy")
+    if isinstance(dtype, str):
+        import torch
+
+        dtype = getattr(torch, dtype)
+    if name is not None and name in trace.names:
+        raise NameClashError(
+            f"new_tensor_proxy(name={name!r}): the name is already taken in {describe_trace(trace)}",
+            fix="leave name=None for a fresh name, or pick a name the trace does not have",
+            site=find_call_site(),
+        )
+    with tracectx(trace):
+        proxy = TensorProxy(
+            name,
+            shape=tuple(shape),
+            device=devices.to_device(device),
+            dtype=dtypes.to_dtype(dtype),
+            requires_grad=requires_grad,
+            prefix=prefix,
+        )
+    _record(trace, proxy.name, "new_tensor_proxy")
+    return proxy
+
+
+def rename(proxy: P, name: str, *, trace: TraceCtx, disambiguate: bool = True) -> P:
+    """A copy of ``proxy`` named ``name`` in ``trace`` (same proxy type).
+
+    With ``disambiguate=True`` a taken name becomes ``name_0``, ``name_1``, ...;
+    with ``False`` a taken name raises NameClashError.
+    """
+    if not isinstance(proxy, Proxy):
+        raise TypeError(f"rename() takes a thunder Proxy, got {type(proxy).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"rename(proxy, name) takes the new name as str, got {type(name).__name__} ({name!r:.60})")
+    _require_trace(trace, "rename")
+    if not disambiguate and name in trace.names:
+        raise NameClashError(
+            f"rename({proxy.name!r} -> {name!r}): the name is already taken in {describe_trace(trace)}",
+            fix="pass disambiguate=True (name_0, name_1, ...) or choose another name",
+            site=find_call_site(),
+        )
+    with tracectx(trace):
+        renamed = proxy.replace_name(name, disambiguate=disambiguate)
+    if type(renamed) is not type(proxy):  # pragma: no cover - every Thunder proxy keeps its type
+        raise TypeError(f"{type(proxy).__name__}.replace_name returned a {type(renamed).__name__}")
+    _record(trace, renamed.name, "rename")
+    result: P = renamed
+    return result
+
+
+def rename_outputs(
+    bsyms: Iterable[BoundSymbol], *, trace: TraceCtx, prefix: str = "bw_", skip: Collection[str] = ()
+) -> dict[Variable, Proxy]:
+    """Rename every output proxy of ``bsyms`` to ``prefix + name`` in ``trace``; return Thunder's swap map.
+
+    Outputs named in ``skip`` keep their names. Use the map with
+    ``bsym.from_bsym_swap_proxies(swap_map)`` to rewrite the recomputed symbols and their users.
+    """
+    _require_trace(trace, "rename_outputs")
+    swap_map: dict[Variable, Proxy] = {}
+    for bsym in bsyms:
+        for output in bsym.flat_proxy_outs:
+            key = variableify(output)
+            if output.name in skip or key in swap_map:
+                continue
+            swap_map[key] = rename(output, prefix + output.name, trace=trace, disambiguate=True)
+    return swap_map

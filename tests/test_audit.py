@@ -1,0 +1,118 @@
+"""AuditLog: events, bounded memory, views, the text report and the JSON schema; seeded pass faults."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from thunder.core.devices import cpu
+from thunder.core.dtypes import float32
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx, from_trace, reset_tracectx, set_tracectx
+
+from safe_tracectx import LeakedProxyError, NameClashError, traceless, tracectx, use_policy
+from safe_tracectx.audit import AuditLog, audit
+from safe_tracectx.hooks import PassSpec, installed
+from safe_tracectx.hooks.passes import wrap_pass
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _make_proxies(n: int) -> None:
+    trace = TraceCtx()
+    with tracectx(trace):
+        for _ in range(n):
+            TensorProxy(shape=(1,), device=cpu, dtype=float32)
+
+
+def test_events_carry_site_thread_trace_and_pass() -> None:
+    with audit() as log:
+        _make_proxies(3)
+        token = set_tracectx(TraceCtx())
+        reset_tracectx(token)
+    created = [e for e in log.events if e.kind == "proxy_created"]
+    assert len(created) == 3 and {e.thread for e in created} == {threading.current_thread().name}
+    assert all(e.site is not None and e.site.function == "_make_proxies" for e in created)
+    assert all(e.pass_name is None and e.trace_id is not None for e in created)
+    assert log.counts["trace_set"] == log.counts["trace_reset"] == 1
+    (site, pass_name, count), = log.by_call_site()
+    assert (site.function if site else None, pass_name, count) == ("_make_proxies", "(outside remat passes)", 3)
+
+
+def test_max_events_bounds_memory_but_counters_keep_counting() -> None:
+    with audit(max_events=5) as log:
+        _make_proxies(50)
+    assert len(log.events) == 5 and log.dropped == 45
+    assert log.counts["proxy_created"] == 50 and sum(n for _, _, n in log.by_call_site()) == 50
+    assert "kept 5, dropped 45" in log.report()
+    with pytest.raises(ValueError, match="max_events must be None or >= 0"):
+        AuditLog(max_events=-1)
+
+
+def test_events_from_other_threads_are_recorded() -> None:
+    with audit() as log:
+        thread = threading.Thread(target=_make_proxies, args=(4,), name="worker-7")
+        thread.start()
+        thread.join()
+    assert {e.thread for e in log.events if e.kind == "proxy_created"} == {"worker-7"}
+
+
+def test_violations_are_events_with_the_action_taken() -> None:
+    with audit() as log, use_policy("lenient"):
+        with pytest.warns(Warning):
+            with tracectx(TraceCtx(), read_only=True) as trace:
+                assert trace is not None
+                trace.add_name("sneaky")
+    (violation,) = log.violations
+    assert violation.detail["code"] == "ReadOnlyTraceError" and violation.detail["action"] == "warn"
+    report = log.report()
+    assert "Violations (1)" in report and "[ReadOnlyTraceError, warn]" in report and "fix:" in report
+
+
+def _seeded_pass(result_factory: object) -> object:
+    return wrap_pass(PassSpec("tests", "seeded", "seeded pass"), result_factory)  # type: ignore[arg-type]
+
+
+def test_a_pass_whose_output_reuses_a_forward_name_in_backward_is_a_name_clash() -> None:
+    fw = TraceCtx()
+    with tracectx(fw):
+        a = TensorProxy("a", shape=(1,), device=cpu, dtype=float32)
+        b = TensorProxy("b", like=a)
+    from thunder.core import prims
+
+    fw.args = (a,)
+    fw.bound_symbols.append(prims.neg.bind(a, output=b))
+    bw = from_trace(fw)  # shares the names set, like Thunder's own passes
+    bw.args = (a,)
+    bw.bound_symbols = [prims.neg.bind(a, output=b)]  # recomputed under the forward name
+    seeded = wrap_pass(PassSpec("tests", "seeded", "seeded pass", returns_pair=True), lambda: (fw, bw))
+    with audit() as log, pytest.raises(NameClashError) as info:
+        seeded()
+    assert "seeded pass (tests.seeded) produced a trace where b is defined in the forward trace" in str(info.value)
+    assert log.passes["seeded pass"]["violations"]
+
+
+def test_a_pass_that_smuggles_a_traceless_proxy_is_a_leaked_proxy() -> None:
+    trace = TraceCtx()
+    with traceless():
+        smuggled = TensorProxy(shape=(1,), device=cpu, dtype=float32)
+    trace.args = (smuggled,)
+    seeded = wrap_pass(PassSpec("tests", "seeded", "seeded pass"), lambda: trace)
+    with installed("strict"), pytest.raises(LeakedProxyError, match="traceless proxy"):
+        seeded()
+    with use_policy("strict", leaked_proxy="ignore"):
+        assert seeded() is trace
+
+
+def test_to_json_schema_is_documented() -> None:
+    with audit() as log:
+        _make_proxies(1)
+    document = json.loads(log.to_json())
+    documented = (ROOT / "docs" / "audit-schema.md").read_text()
+    for key in document:
+        assert f"`{key}`" in documented, key
+    assert set(document["events"][0]) == {"kind", "site", "thread", "trace_id", "trace", "pass", "detail"}
+    for key in document["events"][0]:
+        assert f"`{key}`" in documented, key

@@ -1,0 +1,246 @@
+"""install()/uninstall(): the ContextVar guard, the naming hook and the pass wrappers, on real Thunder."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import tracemalloc
+from collections.abc import Iterator
+
+import pytest
+import thunder.core.proxies as thunder_proxies
+import thunder.core.rematerialization as remat
+import thunder.core.trace as thunder_trace
+import thunder.executors.torch_compile as torch_compile
+import thunder.transforms.autodiff as autodiff
+from thunder.core.devices import cpu
+from thunder.core.dtypes import float32
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx, get_tracectx, reset_tracectx, set_tracectx
+
+from safe_tracectx import (
+    MissingTraceError,
+    TraceContextWarning,
+    UnbalancedContextError,
+    is_traceless,
+    tracectx,
+    use_policy,
+)
+from safe_tracectx import events
+from safe_tracectx.audit import audit
+from safe_tracectx.hooks import (
+    PASSES,
+    install,
+    installed,
+    is_installed,
+    open_blocks,
+    thunder_support,
+    uninstall,
+)
+
+
+def _originals() -> dict[str, object]:
+    return {
+        "trace._tracectx": thunder_trace._tracectx,
+        "proxies.make_proxy_name": thunder_proxies.make_proxy_name,
+        "remat.rematerialize": remat.rematerialize,
+        "torch_compile.rematerialize": torch_compile.rematerialize,
+        "autodiff.grad_transform_on_trace": autodiff.grad_transform_on_trace,
+        "autodiff.split_into_forward_and_backward": autodiff.split_into_forward_and_backward,
+    }
+
+
+@pytest.fixture
+def hooks() -> Iterator[None]:
+    install()
+    yield
+    uninstall()
+
+
+def test_install_replaces_every_seam_and_uninstall_restores_identity() -> None:
+    before = _originals()
+    install()
+    try:
+        assert is_installed()
+        during = _originals()
+        assert all(during[key] is not before[key] for key in before), during
+        assert torch_compile.rematerialize is remat.rematerialize  # rebound where imported by name
+        install()  # a no-op
+        assert _originals() == during
+    finally:
+        uninstall()
+    assert not is_installed()
+    assert all(_originals()[key] is before[key] for key in before)
+    uninstall()  # a no-op too
+
+
+def test_installed_restores_after_an_exception_and_keeps_an_outer_install() -> None:
+    before = _originals()
+    with pytest.raises(KeyError):
+        with installed("lenient"):
+            assert is_installed()
+            raise KeyError("inside")
+    assert _originals() == before and not is_installed()
+    with installed():
+        with installed("lenient"):
+            pass
+        assert is_installed()  # the inner block did not own the install
+    assert not is_installed()
+
+
+def test_install_policy_is_the_default_until_uninstall() -> None:
+    from safe_tracectx import LENIENT, STRICT, get_policy
+
+    with installed("lenient"):
+        assert get_policy() is LENIENT
+        with use_policy("strict"):
+            assert get_policy() is STRICT
+    assert get_policy() is STRICT
+
+
+def test_bad_install_policy_is_rejected_before_anything_changes() -> None:
+    before = _originals()
+    with pytest.raises(ValueError, match="not a policy preset"):
+        install("paranoid")
+    assert _originals() == before and not is_installed()
+
+
+def test_install_uninstall_a_thousand_times_leaks_nothing() -> None:
+    before = _originals()
+    install()
+    uninstall()
+    gc.collect()
+    tracemalloc.start()
+    start, _ = tracemalloc.get_traced_memory()
+    for _ in range(1000):
+        install()
+        uninstall()
+    gc.collect()
+    end, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert _originals() == before
+    assert events.sinks == []
+    assert end - start < 200_000, f"grew by {end - start} bytes"
+
+
+def test_hot_path_is_the_real_variables_own_method(hooks: None) -> None:
+    guard = thunder_trace._tracectx
+    assert guard.get == guard.real_var.get  # bound builtin, no Python frame
+    trace = TraceCtx()
+    with tracectx(trace):
+        assert get_tracectx() is trace
+    with thunder_trace.tracectx(trace):
+        assert get_tracectx() is trace
+    assert get_tracectx() is None
+
+
+def test_bare_tensorproxy_strict_names_the_line_and_the_three_managers(hooks: None) -> None:
+    with pytest.raises(MissingTraceError) as info:
+        TensorProxy(shape=(1,), device=cpu, dtype=float32)
+    message = str(info.value)
+    assert "creating a TensorProxy needs an active trace" in message
+    assert f"{__file__}:" in message
+    for manager in ("tracectx(trace)", "scratch_trace(", "traceless()"):
+        assert manager in message
+    assert not isinstance(info.value, AttributeError)
+
+
+def test_bare_tensorproxy_lenient_is_traceless() -> None:
+    with installed("lenient"):
+        proxy = TensorProxy(shape=(1,), device=cpu, dtype=float32)
+    assert is_traceless(proxy) and proxy.name.startswith("t")
+
+
+def test_bare_tensorproxy_warn_then_thunders_own_error() -> None:
+    with installed("strict"), use_policy("strict", missing_trace="warn"):
+        with pytest.warns(TraceContextWarning, match="creating a TensorProxy"):
+            with pytest.raises(AttributeError, match="make_name"):
+                TensorProxy(shape=(1,), device=cpu, dtype=float32)
+
+
+def _pass_that_raises_before_reset(trace: TraceCtx) -> None:
+    set_tracectx(trace)  # the leaked set: the report must name this line
+    raise RuntimeError("the pass failed")
+
+
+LEAK_LINE = _pass_that_raises_before_reset.__code__.co_firstlineno + 1
+
+
+def test_a_pass_that_raises_before_reset_is_reported_with_its_set_line(hooks: None) -> None:
+    outer, inner = TraceCtx(), TraceCtx()
+    with pytest.raises(UnbalancedContextError) as info:
+        with tracectx(outer):
+            with pytest.raises(RuntimeError, match="the pass failed"):
+                _pass_that_raises_before_reset(inner)
+            assert get_tracectx() is inner  # leaked
+    message = str(info.value)
+    assert f"set_tracectx(trace" in message and f"{__file__}:{LEAK_LINE}" in message
+    assert get_tracectx() is None
+
+
+def test_a_top_level_leak_shows_in_open_blocks_and_the_audit(hooks: None) -> None:
+    leaked = TraceCtx()
+    with audit() as log:
+        with pytest.raises(RuntimeError):
+            _pass_that_raises_before_reset(leaked)
+        blocks = open_blocks()
+        assert len(blocks) == 1 and get_tracectx() is leaked
+        site = blocks[0].site  # type: ignore[attr-defined]
+        assert (site.filename, site.lineno) == (__file__, LEAK_LINE)
+        assert [(e.site.lineno if e.site else None) for e in log.leaked_sets] == [LEAK_LINE]
+        reset_tracectx(blocks[0])  # type: ignore[arg-type]
+    assert get_tracectx() is None and open_blocks() == []
+
+
+def test_raw_sets_out_of_order_are_reported_and_never_reactivate(hooks: None) -> None:
+    a, b = TraceCtx(), TraceCtx()
+    token_a = set_tracectx(a)
+    token_b = set_tracectx(b)
+    with pytest.raises(UnbalancedContextError, match="still open"):
+        reset_tracectx(token_a)
+    assert get_tracectx() is None
+    reset_tracectx(token_b)  # closed with a: silent, changes nothing
+    assert get_tracectx() is None
+
+
+def test_a_token_from_before_install_still_resets() -> None:
+    trace = TraceCtx()
+    token = set_tracectx(trace)
+    with installed():
+        reset_tracectx(token)
+    assert get_tracectx() is None
+
+
+def test_thunder_support_reports_present_and_missing_entry_points() -> None:
+    report = thunder_support()
+    qualnames = {spec.qualname for spec in PASSES}
+    assert set(report.present) | set(report.missing) == qualnames
+    assert "thunder.core.rematerialization.rematerialize" in report.present
+    assert "thunder.executors.torch_compile.rematerialize" in report.rebound_in
+    text = str(report)
+    assert "audited: thunder.core.rematerialization.rematerialize" in text
+    for missing in report.missing:
+        assert f"not in this version (skipped): {missing}" in text
+
+
+def test_a_missing_entry_point_is_skipped_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(autodiff, "split_into_forward_and_backward")
+    assert "thunder.transforms.autodiff.split_into_forward_and_backward" in thunder_support().missing
+    with installed():
+        assert is_installed()
+    assert not hasattr(autodiff, "split_into_forward_and_backward")
+
+
+def test_thunder_results_are_identical_installed_or_not() -> None:
+    import torch
+    import thunder
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x @ x.T).sum(0)
+
+    x = torch.randn(5, 5)
+    plain = thunder.jit(f)(x)
+    with installed("strict"):
+        hooked = thunder.jit(f)(x)
+    assert torch.equal(plain, hooked)
+    assert "safe_tracectx" not in repr(sys.modules.get("thunder.core.trace").__dict__.get("_tracectx"))
