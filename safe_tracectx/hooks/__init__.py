@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from safe_tracectx.hooks.guard import GuardedTraceVar, RawBlock, open_blocks
-from safe_tracectx.hooks.install import (
+from safe_tracectx.hooks.installer import (
     SupportReport,
     install,
     installed,
