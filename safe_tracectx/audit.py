@@ -90,9 +90,17 @@ class AuditLog:
         elif kind == "pass_run":
             stats = self.passes.setdefault(
                 event.pass_name or "?",
-                {"qualname": event.detail.get("qualname"), "runs": 0, "seconds": 0.0, "traces": 0, "violations": []},
+                {
+                    "qualname": event.detail.get("qualname"),
+                    "runs": 0,
+                    "changed": 0,
+                    "seconds": 0.0,
+                    "traces": 0,
+                    "violations": [],
+                },
             )
             stats["runs"] += 1
+            stats["changed"] += bool(event.detail.get("changed", False))
             stats["seconds"] += event.detail.get("seconds", 0.0)
             stats["traces"] += event.detail.get("traces", 0)
             stats["violations"].extend(event.detail.get("violations", []))
@@ -124,8 +132,9 @@ class AuditLog:
         for name in sorted(self.passes):
             stats = self.passes[name]
             out.append(
-                f"  {name:<28} runs {stats['runs']:>3}  traces {stats['traces']:>3}  "
-                f"proxies {self.proxies_by_pass.get(name, 0):>6}  violations {len(stats['violations']):>3}"
+                f"  {name:<28} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
+                f"{stats['seconds']:6.2f}s  proxies {self.proxies_by_pass.get(name, 0):>5}  "
+                f"violations {len(stats['violations']):>3}"
             )
 
         out += ["", "Proxy creations by pass"]

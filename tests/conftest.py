@@ -18,6 +18,8 @@ from thunder.core.trace import TraceCtx, get_tracectx
 
 import safe_tracectx.policy as policy_module
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(autouse=True)
 def _clean_trace_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:

@@ -91,6 +91,7 @@ def wrap_pass(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., Any
     def audited_pass(*args: Any, **kwargs: Any) -> Any:
         token = events.current_pass.set(spec.label)
         try:
+            before = [tuple(map(id, a.bound_symbols)) for a in args if isinstance(a, TraceCtx)]
             started = time.perf_counter()
             result = original(*args, **kwargs)
             elapsed = time.perf_counter() - started
@@ -104,6 +105,7 @@ def wrap_pass(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., Any
                     qualname=spec.qualname,
                     seconds=elapsed,
                     traces=len(traces),
+                    changed=[tuple(map(id, t.bound_symbols)) for t in traces] != before,
                     violations=[str(v) for v in violations],
                 )
             for violation in violations:

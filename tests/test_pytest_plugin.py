@@ -1,0 +1,115 @@
+"""The pytest plugin, run in fresh pytest processes (pytester): strict, audit, the fixture, the report, xdist."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SEEDED = """
+import warnings
+warnings.simplefilter("ignore")
+from thunder.core.trace import TraceCtx, set_tracectx, reset_tracectx, get_tracectx
+
+def test_clean():
+    token = set_tracectx(TraceCtx())
+    reset_tracectx(token)
+
+def test_leaks_a_set():
+    set_tracectx(TraceCtx())  # never reset
+
+def test_after_the_leak():
+    pass
+"""
+
+FIXTURE = """
+import warnings
+warnings.simplefilter("ignore")
+from thunder.core.devices import cpu
+from thunder.core.dtypes import float32
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx
+from safe_tracectx import tracectx
+
+def test_fixture(trace_audit):
+    with tracectx(TraceCtx()):
+        TensorProxy(shape=(1,), device=cpu, dtype=float32)
+    created = [e for e in trace_audit.events if e.kind == "proxy_created"]
+    assert len(created) == 1 and created[0].site.function == "test_fixture"
+"""
+
+LEAK_LINE = SEEDED.lstrip("\n").splitlines().index("    set_tracectx(TraceCtx())  # never reset") + 1
+
+INACTIVE = """
+from safe_tracectx.hooks import is_installed
+
+def test_inactive():
+    assert not is_installed()
+"""
+
+
+def _outcomes(result: pytest.RunResult) -> dict[str, int]:
+    """passed/failed/... counts (Thunder's import warning about transformer_engine is left out)."""
+    return {k: v for k, v in result.parseoutcomes().items() if k not in {"warning", "warnings"}}
+
+
+def test_strict_fails_the_test_that_leaks_with_the_violations_message(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_seeded=SEEDED)
+    result = pytester.runpytest_subprocess("--safe-tracectx=strict", "-rf", "-p", "no:cacheprovider")
+    outcomes = _outcomes(result)
+    assert outcomes.get("passed") == 2 and outcomes.get("failed") == 1
+    result.stdout.fnmatch_lines(
+        [f"E *.UnbalancedContextError: the test ended with 1 set_tracectx() never reset: *test_seeded.py:{LEAK_LINE} in test_leaks_a_set"]
+    )
+    result.stdout.fnmatch_lines(["FAILED test_seeded.py::test_leaks_a_set - *UnbalancedCont*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*= safe-tracectx =*",
+            "mode strict: 3 tests audited*1 tests with violations",
+            "test_seeded.py::test_leaks_a_set",
+            "    UnbalancedContextError [[]raise] the test ended with 1 set_tracectx() never reset*",
+            f"*never reset: set_tracectx(trace*test_seeded.py:{LEAK_LINE}",
+        ]
+    )
+
+
+def test_audit_mode_fails_nothing_and_reports_everything(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_seeded=SEEDED)
+    result = pytester.runpytest_subprocess("--safe-tracectx=audit", "--safe-tracectx-report=report.json", "-p", "no:cacheprovider")
+    assert _outcomes(result) == {"passed": 3}
+    result.stdout.fnmatch_lines(
+        ["mode audit: 3 tests audited*1 tests with violations", f"*never reset*test_seeded.py:{LEAK_LINE}", "report written to report.json"]
+    )
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert report["schema"] == "safe-tracectx/pytest" and report["mode"] == "audit"
+    tests = report["tests"]
+    assert set(tests) == {f"test_seeded.py::{name}" for name in ("test_clean", "test_leaks_a_set", "test_after_the_leak")}
+    assert tests["test_seeded.py::test_clean"]["counts"] == {"trace_reset": 1, "trace_set": 1}
+    assert tests["test_seeded.py::test_clean"]["leaked_sets"] == []
+    (leak,) = tests["test_seeded.py::test_leaks_a_set"]["leaked_sets"]
+    assert leak["site"]["line"] == LEAK_LINE and leak["site"]["function"] == "test_leaks_a_set"
+    assert tests["test_seeded.py::test_after_the_leak"]["leaked_sets"] == []
+
+
+def test_the_trace_audit_fixture_with_and_without_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fixture=FIXTURE)
+    assert _outcomes(pytester.runpytest_subprocess("-p", "no:cacheprovider")) == {"passed": 1}
+    assert _outcomes(pytester.runpytest_subprocess("--safe-tracectx=strict", "-p", "no:cacheprovider")) == {"passed": 1}
+
+
+def test_inactive_unless_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inactive=INACTIVE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert _outcomes(result) == {"passed": 1}
+    assert "= safe-tracectx =" not in result.stdout.str()
+
+
+def test_xdist_workers_audit_and_the_report_is_merged(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_seeded=SEEDED, test_fixture=FIXTURE)
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--safe-tracectx=audit", "--safe-tracectx-report=merged.json", "-p", "no:cacheprovider"
+    )
+    assert _outcomes(result) == {"passed": 4}
+    tests = json.loads((pytester.path / "merged.json").read_text())["tests"]
+    assert len(tests) == 4 and "test_fixture.py::test_fixture" in tests
+    result.stdout.fnmatch_lines(["mode audit: 4 tests audited*1 tests with violations"])
