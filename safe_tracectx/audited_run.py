@@ -40,7 +40,7 @@ def run_audited(
     The status is the program's own (0, its ``sys.exit`` code, or 1 if it raised),
     unless ``fail_on_violation`` is set and there were violations (then 1 if it was 0).
     """
-    from safe_tracectx.hooks import install, installed_audit_log, uninstall
+    from safe_tracectx.hooks import close_raw_blocks, install, installed_audit_log, uninstall
 
     stream = out if out is not None else sys.stdout
     install(policy, audit=True)
@@ -54,7 +54,9 @@ def run_audited(
         status = 1
     finally:
         log = installed_audit_log()
-        uninstall()
+        uninstall()  # stops the log: the clean-up below is not part of the report
+        if log is not None:  # the program's leaked sets are reported below; undo them here
+            close_raw_blocks({event.detail["block"] for event in log.leaked_sets})
     assert log is not None
     print(file=stream)
     print(log.report(top=top), file=stream, flush=True)

@@ -121,30 +121,25 @@ def _close_leaked_sets(item: pytest.Item, state: _PluginState) -> None:
     In strict mode the test fails with the violation and the leaked sets are closed,
     so the next test starts clean; the other modes only report (outcomes unchanged).
     """
-    from safe_tracectx.hooks import open_blocks
-
     log = state.current
     if log is None or not log.leaked_sets:
         return
     if state.mode != "strict":
         return
     from safe_tracectx.errors import UnbalancedContextError
-    from safe_tracectx.hooks.guard import RawBlock
+    from safe_tracectx.hooks import close_raw_blocks
     from safe_tracectx.policy import act
 
-    leaked_ids = {event.detail["block"] for event in log.leaked_sets}
-    leaked = [b for b in open_blocks() if isinstance(b, RawBlock) and id(b) in leaked_ids]
+    log.stop()  # the log keeps showing the leak; closing it here is the plugin's clean-up
+    try:
+        leaked = close_raw_blocks({event.detail["block"] for event in log.leaked_sets})
+    finally:
+        log.start()
     error = UnbalancedContextError(
         f"the test ended with {len(leaked)} set_tracectx() never reset: {'; '.join(b._label() for b in leaked)}",
         fix="reset every set_tracectx() in a `finally` (or use `with tracectx(trace):`)",
         site=leaked[0].site if leaked else None,
     )
-    log.stop()  # the log keeps showing the leak; closing it here is the plugin's clean-up
-    try:
-        for block in leaked:  # innermost first: each close restores what was active before it
-            block.close()
-    finally:
-        log.start()
     act(error)  # recorded as the test's violation, then raised: the test fails with this message
 
 

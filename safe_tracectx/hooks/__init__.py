@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from safe_tracectx.hooks.guard import GuardedTraceVar, RawBlock, open_blocks
+from safe_tracectx.hooks.guard import GuardedTraceVar, RawBlock, close_raw_blocks, open_blocks
 from safe_tracectx.hooks.installer import (
     SupportReport,
     install,
@@ -23,6 +23,7 @@ __all__ = [
     "PassSpec",
     "RawBlock",
     "SupportReport",
+    "close_raw_blocks",
     "install",
     "installed",
     "installed_audit_log",

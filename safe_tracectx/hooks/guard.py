@@ -15,7 +15,7 @@ from safe_tracectx.callsite import CallSite, find_call_site
 from safe_tracectx.context import NEW, OPEN, OWNER_VAR, Block, describe_trace
 from safe_tracectx.policy import act
 
-__all__ = ["GuardedTraceVar", "RawBlock", "open_blocks"]
+__all__ = ["GuardedTraceVar", "RawBlock", "close_raw_blocks", "open_blocks"]
 
 _RAW_FIX: Final = (
     "reset every set_tracectx() in a `finally` (or use `with tracectx(trace):`); "
@@ -99,3 +99,14 @@ def open_blocks() -> list[Block]:
             blocks.append(block)
         block = block._prev_owner
     return blocks
+
+
+def close_raw_blocks(block_ids: set[int]) -> list[RawBlock]:
+    """Close the open raw sets with these ids (a leak's clean-up); return them.
+
+    Innermost first, so each close restores what was active before it.
+    """
+    leaked = [b for b in open_blocks() if isinstance(b, RawBlock) and id(b) in block_ids]
+    for block in leaked:
+        block.close()
+    return leaked
