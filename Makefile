@@ -9,9 +9,11 @@ STAMP := $(VENV)/.installed
 
 env: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+STUBS := stubs/pyproject.toml $(wildcard stubs/thunder-stubs/*.pyi stubs/thunder-stubs/*/*.pyi)
+
+$(STAMP): pyproject.toml constraints.txt $(STUBS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]' ./stubs
 	touch $(STAMP)
 
 demo: $(STAMP)

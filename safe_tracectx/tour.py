@@ -119,7 +119,7 @@ def run_tour(out: TextIO) -> int:
     names_before = len(checked.names)
     try:
         with tracectx(checked, read_only=True):
-            check_trace(checked)  # type: ignore[no-untyped-call]
+            check_trace(checked)
         caught: Exception | None = None
     except ReadOnlyTraceError as error:
         caught = error

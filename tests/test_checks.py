@@ -11,7 +11,7 @@ from thunder.core import prims
 from thunder.core.devices import cpu
 from thunder.core.dtypes import float32
 from thunder.core.proxies import TensorProxy, variableify
-from thunder.core.symbol import Symbol
+from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import TraceCtx, from_trace
 
 from safe_tracectx import LeakedProxyError, NameClashError, scratch_trace, traceless, tracectx
@@ -106,7 +106,7 @@ def test_traceless_proxy_smuggled_into_a_trace() -> None:
     assert isinstance(error, LeakedProxyError) and "recreate it inside `with tracectx(trace):`" in str(error)
 
 
-def _fusion(name: str, inputs: tuple[TensorProxy, ...], output: TensorProxy, subsymbols: list[object]) -> object:
+def _fusion(name: str, inputs: tuple[TensorProxy, ...], output: TensorProxy, subsymbols: list[BoundSymbol]) -> BoundSymbol:
     return Symbol(name=name, meta=None, is_fusion=True).bind(*inputs, output=output, subsymbols=subsymbols)
 
 

@@ -30,6 +30,7 @@ from safe_tracectx import events
 from safe_tracectx.audit import audit
 from safe_tracectx.hooks import (
     PASSES,
+    GuardedTraceVar,
     install,
     installed,
     is_installed,
@@ -44,7 +45,7 @@ def _originals() -> dict[str, object]:
         "trace._tracectx": thunder_trace._tracectx,
         "proxies.make_proxy_name": thunder_proxies.make_proxy_name,
         "remat.rematerialize": remat.rematerialize,
-        "torch_compile.rematerialize": torch_compile.rematerialize,
+        "torch_compile.rematerialize": getattr(torch_compile, "rematerialize"),
         "autodiff.grad_transform_on_trace": autodiff.grad_transform_on_trace,
         "autodiff.split_into_forward_and_backward": autodiff.split_into_forward_and_backward,
     }
@@ -64,7 +65,7 @@ def test_install_replaces_every_seam_and_uninstall_restores_identity() -> None:
         assert is_installed()
         during = _originals()
         assert all(during[key] is not before[key] for key in before), during
-        assert torch_compile.rematerialize is remat.rematerialize  # rebound where imported by name
+        assert getattr(torch_compile, "rematerialize") is remat.rematerialize  # rebound where imported by name
         install()  # a no-op
         assert _originals() == during
     finally:
@@ -125,6 +126,7 @@ def test_install_uninstall_a_thousand_times_leaks_nothing() -> None:
 
 def test_hot_path_is_the_real_variables_own_method(hooks: None) -> None:
     guard = thunder_trace._tracectx
+    assert isinstance(guard, GuardedTraceVar)
     assert guard.get == guard.real_var.get  # bound builtin, no Python frame
     trace = TraceCtx()
     with tracectx(trace):

@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import pytest
 from thunder.core.trace import TraceCtx, get_tracectx, reset_tracectx, set_tracectx
@@ -212,7 +212,7 @@ def test_inner_raw_set_leak_through_an_exception_is_undone(make_trace: MakeTrace
 def test_generator_suspended_inside_a_block(make_trace: MakeTrace) -> None:
     a, b = make_trace(), make_trace()
 
-    def producer() -> Iterator[int]:
+    def producer() -> Generator[int, None, None]:
         with tracectx(a):
             yield 1
             yield 2

@@ -1,0 +1,55 @@
+# Partial stubs: thunder.core.symbol (lightning-thunder 0.2.4 / 0.2.6).
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from thunder.core.proxies import Proxy, Variable
+
+class Symbol:
+    name: str
+    meta: Callable[..., Any] | None
+    id: Any
+    is_prim: bool
+    is_fusion: bool
+    executor: Any
+    def __init__(
+        self,
+        name: str,
+        meta: Callable[..., Any] | None = None,
+        id: Any = None,
+        is_prim: bool = False,
+        tags: Sequence[Any] | None = None,
+        is_fusion: bool = False,
+        python_printer: Callable[..., Any] | None = None,
+        _module: Any = None,
+        _hash: int | None = None,
+        _bind_postprocess: Callable[..., Any] | None = None,
+        _phantom: bool = False,
+        _print_as_impl: bool = False,
+        executor: Any = None,
+    ) -> None: ...
+    def bind(self, *args: Any, output: Any, subsymbols: Sequence[BoundSymbol] = (), **kwargs: Any) -> BoundSymbol: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+class BoundSymbol:
+    sym: Symbol
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output: Any
+    subsymbols: Sequence[BoundSymbol]
+    tags: set[Any]
+    @property
+    def flat_proxy_args(self) -> list[Proxy]: ...
+    @property
+    def flat_proxy_outs(self) -> list[Proxy]: ...
+    @property
+    def flat_args(self) -> list[Any]: ...
+    @property
+    def flat_outs(self) -> list[Any]: ...
+    def from_bsym(self, **kwargs: Any) -> BoundSymbol: ...
+    def from_bsym_swap_proxies(
+        self,
+        swap_map: dict[Variable, Proxy],
+        skip_inputs: bool = False,
+        skip_output: bool = False,
+        skip_subsymbols: bool = False,
+    ) -> BoundSymbol: ...
