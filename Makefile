@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test env
+.PHONY: demo test env matrix
 
 env: $(STAMP)
 
@@ -22,3 +22,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m mypy --strict
 	$(BIN)/python -m pytest -q
+
+# The tox matrix across torch and lightning-thunder versions (see tox.ini; downloads several GB per env).
+matrix: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'tox>=4.20'
+	$(BIN)/tox
