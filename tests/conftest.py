@@ -47,3 +47,15 @@ def make_trace() -> Callable[..., TraceCtx]:
         return trace
 
     return make
+
+
+# Hypothesis: a healthy budget in the suite; `--hypothesis-profile=long` for long runs.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "suite", max_examples=75, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "long", max_examples=5000, stateful_step_count=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("suite")

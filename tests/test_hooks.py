@@ -31,6 +31,7 @@ from safe_tracectx.audit import audit
 from safe_tracectx.hooks import (
     PASSES,
     GuardedTraceVar,
+    RawBlock,
     install,
     installed,
     is_installed,
@@ -187,10 +188,11 @@ def test_a_top_level_leak_shows_in_open_blocks_and_the_audit(hooks: None) -> Non
             _pass_that_raises_before_reset(leaked)
         blocks = open_blocks()
         assert len(blocks) == 1 and get_tracectx() is leaked
-        site = blocks[0].site  # type: ignore[attr-defined]
+        assert isinstance(blocks[0], RawBlock)
+        site = blocks[0].site
         assert (site.filename, site.lineno) == (__file__, LEAK_LINE)
         assert [(e.site.lineno if e.site else None) for e in log.leaked_sets] == [LEAK_LINE]
-        reset_tracectx(blocks[0])  # type: ignore[arg-type]
+        reset_tracectx(blocks[0].token)
     assert get_tracectx() is None and open_blocks() == []
 
 

@@ -24,7 +24,7 @@ import thunder.core.proxies as thunder_proxies
 import thunder.core.trace as thunder_trace
 
 from safe_tracectx.context import TRACE_VAR
-from safe_tracectx.hooks.guard import GuardedTraceVar
+from safe_tracectx.hooks.guard import GuardedTraceVar, _blocks_by_token
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import PASSES, PassSpec, wrap_pass
 import safe_tracectx.policy as policy_module
@@ -93,7 +93,7 @@ def _find_pass(spec: PassSpec) -> Callable[..., Any] | None:
 def _bindings(original: object) -> list[tuple[ModuleType, str]]:
     """Every (module, name) in Thunder bound to ``original`` (so ``from x import f`` users are rebound too)."""
     found = []
-    for module_name, module in list(sys.modules.items()):
+    for module_name, module in sys.modules.copy().items():  # copy: finalizers may import meanwhile
         if module is None or not (module_name == "thunder" or module_name.startswith("thunder.")):
             continue
         for attribute, value in list(vars(module).items()):
@@ -164,6 +164,9 @@ def uninstall() -> None:
     if _audit_log is not None:
         log, _audit_log = _audit_log, None
         log.stop()
+    # Tokens of sets made while installed are real tokens: after this, Thunder resets them
+    # through the real ContextVar. The guard's bookkeeping goes with the guard.
+    _blocks_by_token.clear()
 
 
 def installed_audit_log() -> Any:
