@@ -190,6 +190,7 @@ def test_a_top_level_leak_shows_in_open_blocks_and_the_audit(hooks: None) -> Non
         assert len(blocks) == 1 and get_tracectx() is leaked
         assert isinstance(blocks[0], RawBlock)
         site = blocks[0].site
+        assert site is not None
         assert (site.filename, site.lineno) == (__file__, LEAK_LINE)
         assert [(e.site.lineno if e.site else None) for e in log.leaked_sets] == [LEAK_LINE]
         reset_tracectx(blocks[0].token)
