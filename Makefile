@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test env matrix
+.PHONY: demo test env matrix bench
 
 env: $(STAMP)
 
@@ -27,3 +27,11 @@ test: $(STAMP)
 matrix: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'tox>=4.20'
 	$(BIN)/tox
+
+# The benchmarks: ratios side by side, written to docs/performance.md and docs/overheads.png.
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
+	mkdir -p build
+	cd benchmarks && ../$(BIN)/python -m pytest -q -p no:cacheprovider -c /dev/null --rootdir=. \
+	    --benchmark-json=../build/bench.json --benchmark-min-rounds=20 .
+	$(BIN)/python benchmarks/report.py build/bench.json

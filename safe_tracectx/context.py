@@ -62,9 +62,8 @@ __all__ = [
     "tracectx",
 ]
 
-#: Thunder's trace ContextVar. ``install()`` may put a guard in its place in
-#: ``thunder.core.trace``; the guard keeps the real variable as ``real_var``.
-TRACE_VAR: Final[ContextVar[Any]] = getattr(_thunder_trace._tracectx, "real_var", _thunder_trace._tracectx)
+#: Thunder's trace ContextVar (never replaced: ``install()`` hooks set/reset, not the variable).
+TRACE_VAR: Final[ContextVar[Any]] = _thunder_trace._tracectx
 #: The block that set the value now in TRACE_VAR (None: no block of ours).
 OWNER_VAR: Final[ContextVar[Block | None]] = ContextVar("safe_tracectx.owner", default=None)
 

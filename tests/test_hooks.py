@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gc
-import sys
 import tracemalloc
 from collections.abc import Iterator
 
 import pytest
+import thunder.common as thunder_common
 import thunder.core.proxies as thunder_proxies
+import thunder.core.transforms as thunder_transforms
 import thunder.core.rematerialization as remat
 import thunder.core.trace as thunder_trace
 import thunder.executors.torch_compile as torch_compile
@@ -30,7 +31,6 @@ from safe_tracectx import events
 from safe_tracectx.audit import audit
 from safe_tracectx.hooks import (
     PASSES,
-    GuardedTraceVar,
     RawBlock,
     install,
     installed,
@@ -43,7 +43,10 @@ from safe_tracectx.hooks import (
 
 def _originals() -> dict[str, object]:
     return {
-        "trace._tracectx": thunder_trace._tracectx,
+        "trace.set_tracectx": thunder_trace.set_tracectx,
+        "trace.reset_tracectx": thunder_trace.reset_tracectx,
+        "common.set_tracectx": getattr(thunder_common, "set_tracectx"),  # imported by name there
+        "transforms.reset_tracectx": getattr(thunder_transforms, "reset_tracectx"),
         "proxies.make_proxy_name": thunder_proxies.make_proxy_name,
         "remat.rematerialize": remat.rematerialize,
         "torch_compile.rematerialize": getattr(torch_compile, "rematerialize"),
@@ -61,11 +64,13 @@ def hooks() -> Iterator[None]:
 
 def test_install_replaces_every_seam_and_uninstall_restores_identity() -> None:
     before = _originals()
+    get_before = thunder_trace.get_tracectx
     install()
     try:
         assert is_installed()
         during = _originals()
         assert all(during[key] is not before[key] for key in before), during
+        assert thunder_trace.get_tracectx is get_before
         assert getattr(torch_compile, "rematerialize") is remat.rematerialize  # rebound where imported by name
         install()  # a no-op
         assert _originals() == during
@@ -125,10 +130,11 @@ def test_install_uninstall_a_thousand_times_leaks_nothing() -> None:
     assert end - start < 200_000, f"grew by {end - start} bytes"
 
 
-def test_hot_path_is_the_real_variables_own_method(hooks: None) -> None:
-    guard = thunder_trace._tracectx
-    assert isinstance(guard, GuardedTraceVar)
-    assert guard.get == guard.real_var.get  # bound builtin, no Python frame
+def test_the_hot_path_is_thunders_own_code(hooks: None) -> None:
+    from safe_tracectx.context import TRACE_VAR
+
+    assert thunder_trace._tracectx is TRACE_VAR  # the ContextVar is never replaced
+    assert thunder_trace.get_tracectx.__module__ == "thunder.core.trace"  # nor get_tracectx
     trace = TraceCtx()
     with tracectx(trace):
         assert get_tracectx() is trace
@@ -248,4 +254,3 @@ def test_thunder_results_are_identical_installed_or_not() -> None:
     with installed("strict"):
         hooked = thunder.jit(f)(x)
     assert torch.equal(plain, hooked)
-    assert "safe_tracectx" not in repr(sys.modules.get("thunder.core.trace").__dict__.get("_tracectx"))

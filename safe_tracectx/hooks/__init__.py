@@ -1,11 +1,17 @@
-"""Thunder hooks: the trace ContextVar guard, the naming hook and the remat pass wrappers.
+"""Thunder hooks: guarded set/reset of the trace, the naming hook and the remat pass wrappers.
 
 ``install()`` puts them in place at run time; ``uninstall()`` restores the originals.
 """
 
 from __future__ import annotations
 
-from safe_tracectx.hooks.guard import GuardedTraceVar, RawBlock, close_raw_blocks, open_blocks
+from safe_tracectx.hooks.guard import (
+    RawBlock,
+    close_raw_blocks,
+    guarded_reset_tracectx,
+    guarded_set_tracectx,
+    open_blocks,
+)
 from safe_tracectx.hooks.installer import (
     SupportReport,
     install,
@@ -19,11 +25,12 @@ from safe_tracectx.hooks.passes import PASSES, PassSpec
 
 __all__ = [
     "PASSES",
-    "GuardedTraceVar",
     "PassSpec",
     "RawBlock",
     "SupportReport",
     "close_raw_blocks",
+    "guarded_reset_tracectx",
+    "guarded_set_tracectx",
     "install",
     "installed",
     "installed_audit_log",

@@ -1,22 +1,30 @@
-"""The guard that ``install()`` puts in place of Thunder's trace ContextVar.
+"""The guarded ``set_tracectx``/``reset_tracectx`` that ``install()`` puts in place of Thunder's.
 
-``get`` is the real variable's own bound method (the hot path is untouched);
-``set`` makes a :class:`RawBlock` that remembers its call site and returns the
-real ``Token`` (so a token reset after ``uninstall()`` still works), and
-``reset`` closes the token's block with the same rules as :class:`safe_tracectx.tracectx`.
+Thunder's ContextVar and ``get_tracectx`` (the hot path) are left untouched.
+``guarded_set_tracectx`` makes a :class:`RawBlock` that remembers its call site and
+returns the real ``Token`` (so a token reset after ``uninstall()`` still works);
+``guarded_reset_tracectx`` closes the token's block with the same rules as
+:class:`safe_tracectx.tracectx`.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar, Token
+from contextvars import Token
 from typing import Any, Final
 
 from safe_tracectx import events
 from safe_tracectx.callsite import CallSite, find_call_site
-from safe_tracectx.context import ENDED, NEW, OPEN, ORPHANED, OWNER_VAR, Block, describe_trace
+from safe_tracectx.context import ENDED, NEW, OPEN, ORPHANED, OWNER_VAR, TRACE_VAR, Block, describe_trace
 from safe_tracectx.policy import act
 
-__all__ = ["GuardedTraceVar", "RawBlock", "close_raw_blocks", "open_blocks", "raw_block_of"]
+__all__ = [
+    "RawBlock",
+    "close_raw_blocks",
+    "guarded_reset_tracectx",
+    "guarded_set_tracectx",
+    "open_blocks",
+    "raw_block_of",
+]
 
 _RAW_FIX: Final = (
     "reset every set_tracectx() in a `finally` (or use `with tracectx(trace):`); "
@@ -72,33 +80,23 @@ class RawBlock(Block):
         self._state = ORPHANED
 
 
-class GuardedTraceVar:
-    """Stands in for ``thunder.core.trace._tracectx`` while installed."""
+def guarded_set_tracectx(ctx: Any) -> Token[Any]:
+    """Sets the current trace context (checked by safe_tracectx: see ``reset_tracectx``)."""
+    block = RawBlock(ctx, find_call_site())
+    block._activate()
+    _blocks_by_token[id(block._trace_token)] = block
+    if events.sinks:
+        events.emit("trace_set", trace=ctx, site=block._site, block=id(block))
+    return block._trace_token
 
-    __slots__ = ("real_var", "get", "name")
 
-    def __init__(self, real_var: ContextVar[Any]) -> None:
-        self.real_var = real_var
-        self.get = real_var.get  # the hot path: the real variable's own method
-        self.name = real_var.name
-
-    def set(self, value: Any) -> Token[Any]:
-        block = RawBlock(value, find_call_site())
-        block._activate()
-        _blocks_by_token[id(block._trace_token)] = block
-        if events.sinks:
-            events.emit("trace_set", trace=value, site=block._site, block=id(block))
-        return block._trace_token
-
-    def reset(self, token: Token[Any]) -> None:
-        block = raw_block_of(token)
-        if block is None:  # a token made before install()
-            self.real_var.reset(token)
-        else:
-            block.close()
-
-    def __repr__(self) -> str:
-        return f"<safe_tracectx guard of {self.real_var!r}>"
+def guarded_reset_tracectx(token: Token[Any]) -> None:
+    """Resets the tracing context; an out-of-order, repeated or foreign reset is reported per the policy."""
+    block = raw_block_of(token)
+    if block is None:  # a token made before install()
+        TRACE_VAR.reset(token)
+    else:
+        block.close()
 
 
 def open_blocks() -> list[Block]:

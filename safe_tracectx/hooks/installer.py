@@ -1,12 +1,16 @@
 """install(): hook Thunder at run time, without editing its files; uninstall() puts back the originals.
 
+Hooked: ``set_tracectx``/``reset_tracectx`` (rebound in every module that imported
+them by name), proxy naming, and the remat passes. Thunder's ContextVar and
+``get_tracectx`` (the hot path) are not touched.
+
     >>> import thunder.core.trace as thunder_trace
     >>> from safe_tracectx.hooks import installed, is_installed
-    >>> original = thunder_trace._tracectx
+    >>> original = thunder_trace.set_tracectx
     >>> with installed():
-    ...     is_installed(), thunder_trace._tracectx is original
+    ...     is_installed(), thunder_trace.set_tracectx is original
     (True, False)
-    >>> thunder_trace._tracectx is original
+    >>> thunder_trace.set_tracectx is original
     True
 """
 
@@ -23,8 +27,7 @@ from typing import Any, Final
 import thunder.core.proxies as thunder_proxies
 import thunder.core.trace as thunder_trace
 
-from safe_tracectx.context import TRACE_VAR
-from safe_tracectx.hooks.guard import GuardedTraceVar, _blocks_by_token
+from safe_tracectx.hooks.guard import _blocks_by_token, guarded_reset_tracectx, guarded_set_tracectx
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import PASSES, PassSpec, wrap_pass
 import safe_tracectx.policy as policy_module
@@ -90,21 +93,25 @@ def _find_pass(spec: PassSpec) -> Callable[..., Any] | None:
     return found
 
 
-def _bindings(original: object) -> list[tuple[ModuleType, str]]:
-    """Every (module, name) in Thunder bound to ``original`` (so ``from x import f`` users are rebound too)."""
+def _bindings(original: Any, name: str) -> list[tuple[ModuleType, str]]:
+    """Every loaded module that binds ``original`` as ``name`` (``from thunder... import name`` users too)."""
     found = []
-    for module_name, module in sys.modules.copy().items():  # copy: finalizers may import meanwhile
-        if module is None or not (module_name == "thunder" or module_name.startswith("thunder.")):
-            continue
-        for attribute, value in list(vars(module).items()):
-            if value is original:
-                found.append((module, attribute))
+    for module in sys.modules.copy().values():  # a copy: finalizers may import meanwhile
+        namespace = getattr(module, "__dict__", None)
+        if namespace is not None and namespace.get(name) is original:
+            found.append((module, name))
     return found
 
 
+def _rebind_everywhere(original: Any, name: str, replacement: Any) -> list[_Patch]:
+    return [_Patch(module, attribute, original, replacement) for module, attribute in _bindings(original, name)]
+
+
 def _plan() -> list[_Patch]:
+    _importers()
     patches = [
-        _Patch(thunder_trace, "_tracectx", thunder_trace._tracectx, GuardedTraceVar(TRACE_VAR)),
+        *_rebind_everywhere(thunder_trace.set_tracectx, "set_tracectx", guarded_set_tracectx),
+        *_rebind_everywhere(thunder_trace.reset_tracectx, "reset_tracectx", guarded_reset_tracectx),
         _Patch(
             thunder_proxies,
             "make_proxy_name",
@@ -112,13 +119,10 @@ def _plan() -> list[_Patch]:
             make_naming_hook(thunder_proxies.make_proxy_name),
         ),
     ]
-    _importers()
     for spec in PASSES:
         original = _find_pass(spec)
-        if original is None:
-            continue
-        wrapper = wrap_pass(spec, original)
-        patches += [_Patch(module, attribute, original, wrapper) for module, attribute in _bindings(original)]
+        if original is not None:
+            patches += _rebind_everywhere(original, spec.attribute, wrap_pass(spec, original))
     return patches
 
 
@@ -132,11 +136,6 @@ def install(policy: Policy | str | None = None, *, audit: bool = False) -> None:
     global _audit_log
     if _patches:
         return
-    if thunder_trace._tracectx is not TRACE_VAR:
-        raise RuntimeError(
-            "thunder.core.trace._tracectx is not Thunder's original ContextVar: another tool replaced it; "
-            "uninstall that tool before safe_tracectx.install()"
-        )
     chosen = None if policy is None else _coerce(policy, source="install()")
     patches = _plan()
     for patch in patches:
@@ -185,7 +184,11 @@ def thunder_support() -> SupportReport:
             continue
         present.append(spec.qualname)
         original = getattr(original, "__wrapped__", original) if hasattr(original, "__safe_tracectx_pass__") else original
-        rebound += [f"{m.__name__}.{a}" for m, a in _bindings(original) if f"{m.__name__}.{a}" != spec.qualname]
+        rebound += [
+            f"{m.__name__}.{a}"
+            for m, a in _bindings(original, spec.attribute)
+            if f"{m.__name__}.{a}" != spec.qualname and m.__name__.startswith("thunder")
+        ]
     version = getattr(sys.modules.get("thunder"), "__version__", "unknown")
     return SupportReport(str(version), tuple(present), tuple(missing), tuple(sorted(set(rebound))))
 
