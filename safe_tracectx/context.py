@@ -280,6 +280,10 @@ class tracectx(Block, Generic[_T]):
                 f"{type(self).__name__}() takes a thunder TraceCtx or None, got "
                 f"{type(trace).__name__} ({trace!r:.60}); pass the trace object itself"
             )
+        self._init_block(trace, read_only=read_only)
+
+    def _init_block(self, trace: _T, *, read_only: bool) -> None:
+        """Set up a new, not yet entered block for a trace already checked."""
         self._trace = trace
         self._read_only = bool(read_only)
         self._state = NEW
@@ -369,6 +373,27 @@ class tracectx(Block, Generic[_T]):
         return with_trace  # type: ignore[return-value]
 
 
+_NO_NAMES: Final[tuple[str, ...]] = ()
+
+
+def _name_tuple(names: Iterable[str]) -> tuple[str, ...]:
+    """``names=`` as a tuple of str, or a TypeError that names what was passed."""
+    if isinstance(names, str):
+        raise TypeError(
+            f"scratch_trace(names=...) takes an iterable of names, got str ({names!r:.60}); write names=[{names!r:.40}]"
+        )
+    try:
+        result = tuple(names)
+    except TypeError:
+        raise TypeError(
+            f"scratch_trace(names=...) takes an iterable of names, got {type(names).__name__} ({names!r:.60})"
+        ) from None
+    for name in result:
+        if not isinstance(name, str):
+            raise TypeError(f"scratch_trace(names=...) items must be str, got {type(name).__name__} ({name!r:.60})")
+    return result
+
+
 class ScratchTrace(TraceCtx):
     """A fresh, empty trace used as a namer; its names avoid the reserved ones.
 
@@ -380,6 +405,15 @@ class ScratchTrace(TraceCtx):
         super().__init__(None)
         self.names = set(reserved)
         self._created: list[str] = []
+
+    @classmethod
+    def _owning(cls, names: set[str]) -> ScratchTrace:
+        """A scratch trace that takes ``names`` (a set nobody else holds) without copying it."""
+        trace = cls.__new__(cls)
+        TraceCtx.__init__(trace, None)
+        trace.names = names
+        trace._created = []
+        return trace
 
     @property
     def created_names(self) -> tuple[str, ...]:
@@ -430,26 +464,20 @@ class scratch_trace(tracectx[ScratchTrace]):
 
     __slots__ = ("_reserve", "_reserved_names")
 
-    def __init__(self, *reserve: TraceCtx, names: Iterable[str] = ()) -> None:
+    def __init__(self, *reserve: TraceCtx, names: Iterable[str] = _NO_NAMES) -> None:
+        reserved: set[str] = set()
         for position, trace in enumerate(reserve):
             if not isinstance(trace, TraceCtx):
                 raise TypeError(
                     f"scratch_trace() reserve argument {position} must be a thunder TraceCtx, got "
                     f"{type(trace).__name__} ({trace!r:.60}); to reserve plain names use names=[...]"
                 )
-        if isinstance(names, str) or not isinstance(names, Iterable):
-            raise TypeError(
-                f"scratch_trace(names=...) takes an iterable of names, got {type(names).__name__} "
-                f"({names!r:.60}); write names=[{names!r:.40}]"
-            )
-        reserved_names = tuple(names)
-        for name in reserved_names:
-            if not isinstance(name, str):
-                raise TypeError(f"scratch_trace(names=...) items must be str, got {type(name).__name__} ({name!r:.60})")
-        reserved: set[str] = set(reserved_names)
-        for trace in reserve:
             reserved |= trace.names
-        super().__init__(ScratchTrace(reserved))
+        reserved_names: tuple[str, ...] = _NO_NAMES
+        if names is not _NO_NAMES:
+            reserved_names = _name_tuple(names)
+            reserved.update(reserved_names)
+        self._init_block(ScratchTrace._owning(reserved), read_only=False)
         self._reserve = reserve
         self._reserved_names = reserved_names
 
@@ -549,7 +577,7 @@ class traceless(tracectx[TracelessTrace]):
     __slots__ = ()
 
     def __init__(self) -> None:
-        super().__init__(TracelessTrace())
+        self._init_block(TracelessTrace(), read_only=False)
 
     def _clone(self) -> traceless:
         return traceless()
