@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 import torch
 
+from conftest import THUNDER_RENAMES_RECOMPUTE
+
+from safe_tracectx import STRICT
 from safe_tracectx.audit import AuditLog
 from safe_tracectx.checks import check_forward_backward, check_trace
 from safe_tracectx.demo.model import tiny_gpt
@@ -37,7 +40,8 @@ def _run(*, hooked: bool) -> Run:
     idx = torch.randint(0, 64, (2, 16), generator=generator)
     targets = torch.randint(0, 64, (2, 16), generator=generator)
     if hooked:
-        install("strict", audit=True)
+        # Older Thunder defines recomputed names twice: record that (checked below) instead of raising.
+        install(STRICT if THUNDER_RENAMES_RECOMPUTE else STRICT.replace(name_clash="log"), audit=True)
     try:
         jitted = thunder.jit(model, executors=[torch_compile_ex])
         logits, loss = jitted(idx, targets)
@@ -68,8 +72,14 @@ def test_audit_shows_the_remat_passes_and_their_proxies_by_call_site(runs: tuple
     log = runs[1].log
     assert log is not None
     assert {"fusion remat", "autodiff grad transform", "forward/backward split"} <= set(log.passes)
+    assert log.leaked_sets == []
+    if not THUNDER_RENAMES_RECOMPUTE:
+        clashes = log.passes["forward/backward split"]["violations"]
+        assert clashes and all("forward-backward-clash" in v for v in clashes)
+        assert {e.detail["code"] for e in log.violations} == {"NameClashError"}
+        return
     assert all(stats["violations"] == [] for stats in log.passes.values())
-    assert log.violations == [] and log.leaked_sets == []
+    assert log.violations == []
     assert log.counts["trace_set"] == log.counts["trace_reset"] > 50
     recompute = [(site, n) for site, pass_name, n in log.by_call_site() if pass_name == "backward recompute"]
     assert recompute, "checkpointed blocks are recomputed in the backward"
@@ -91,6 +101,9 @@ def test_check_trace_finds_nothing_on_the_traces_thunder_produced(runs: tuple[Ru
             names = frozenset(trace.names)
             assert check_trace(trace) == [], trace.get_provenance()
             assert frozenset(trace.names) == names
-        assert check_forward_backward(fws[-1], bws[-1]) == []
-        bw_names = {n for t in bws for n in t.names if n.startswith("bw_")}
-        assert bw_names, "the backward recompute renamed its outputs"
+        if THUNDER_RENAMES_RECOMPUTE:
+            assert check_forward_backward(fws[-1], bws[-1]) == []
+            bw_names = {n for t in bws for n in t.names if n.startswith("bw_")}
+            assert bw_names, "the backward recompute renamed its outputs"
+        else:
+            assert check_forward_backward(fws[-1], bws[-1]), "older Thunder reuses forward names in the backward"

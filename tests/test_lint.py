@@ -486,4 +486,7 @@ def test_static_audit_of_the_remat_and_autodiff_modules() -> None:
     audit = [f for f in result.findings if f.finding.code == "STC100"]
     assert audit, "the remat pass creates proxies"
     renames = [f for f in audit if "replace_name" in f.finding.message and f.path.endswith("autodiff.py")]
-    assert renames and all(f.finding.guarded for f in renames)  # the bw_ renames under `with tracectx(...)`
+    assert all(f.finding.guarded for f in renames)  # the bw_ renames run under `with tracectx(...)`
+    from conftest import THUNDER_RENAMES_RECOMPUTE
+
+    assert bool(renames) == THUNDER_RENAMES_RECOMPUTE  # 0.2.6 added them
