@@ -83,6 +83,16 @@ class _ProxySite:
     guard: str | None
 
 
+@dataclasses.dataclass(frozen=True)
+class _At:
+    """Where the traversal is: the scope, the enclosing try bodies and finally blocks, and the guard."""
+
+    scope: _Scope
+    try_bodies: tuple[ast.Try, ...] = ()  # enclosing try statements whose body we are in
+    finals: tuple[ast.Try, ...] = ()  # enclosing try statements whose finalbody we are in
+    guard: str | None = None  # the `with tracectx(...)`-like block we are in
+
+
 @dataclasses.dataclass
 class _Scope:
     """What one function (or the module) contains, collected for the analysis at its end."""
@@ -127,42 +137,30 @@ class _Checker:
 
     def module(self, tree: ast.Module) -> list[Finding]:
         scope = _Scope()
-        self._block(tree.body, scope, (), (), None)
+        self._block(tree.body, _At(scope))
         self._analyze(scope)
         return sorted(self.findings)
 
-    def _block(
-        self,
-        stmts: list[ast.stmt],
-        scope: _Scope,
-        try_bodies: tuple[ast.Try, ...],
-        finals: tuple[ast.Try, ...],
-        guard: str | None,
-    ) -> None:
+    def _block(self, stmts: list[ast.stmt], at: _At) -> None:
         for index, stmt in enumerate(stmts):
-            self._stmt(stmt, stmts, index, scope, try_bodies, finals, guard)
+            self._stmt(stmt, stmts, index, at)
 
-    def _stmt(
-        self,
-        stmt: ast.stmt,
-        block: list[ast.stmt],
-        index: int,
-        scope: _Scope,
-        try_bodies: tuple[ast.Try, ...],
-        finals: tuple[ast.Try, ...],
-        guard: str | None,
-    ) -> None:
+    def _stmt(self, stmt: ast.stmt, block: list[ast.stmt], index: int, at: _At) -> None:
+        def exprs(*nodes: ast.expr | None) -> None:
+            for node in nodes:
+                if node is not None:
+                    self._expr(node, stmt, block, index, at)
+
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            inner = _Scope(is_contextmanager=any(_decorator_name(d) in CONTEXTMANAGER_DECORATORS for d in stmt.decorator_list))
-            for expr in [*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults]:
-                if expr is not None:
-                    self._expr(expr, stmt, block, index, scope, try_bodies, finals, guard)
-            self._block(stmt.body, inner, (), (), None)
+            decorators = {_decorator_name(d) for d in stmt.decorator_list}
+            inner = _Scope(is_contextmanager=bool(decorators & CONTEXTMANAGER_DECORATORS))
+            exprs(*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults)
+            self._block(stmt.body, _At(inner))
             self._analyze(inner)
             return
         if isinstance(stmt, ast.ClassDef):
             inner = _Scope()
-            self._block(stmt.body, inner, (), (), None)
+            self._block(stmt.body, _At(inner))
             self._analyze(inner)
             return
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -171,69 +169,54 @@ class _Checker:
         if isinstance(stmt, ast.Assign):
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
-                    scope.bindings.setdefault(target.id, []).append(stmt.lineno)
+                    at.scope.bindings.setdefault(target.id, []).append(stmt.lineno)
         if isinstance(stmt, (ast.Try, ast.TryStar)):
             here = (stmt,) if isinstance(stmt, ast.Try) else ()
-            self._block(stmt.body, scope, try_bodies + here, finals, guard)
+            self._block(stmt.body, dataclasses.replace(at, try_bodies=at.try_bodies + here))
             for handler in stmt.handlers:
-                if handler.type is not None:
-                    self._expr(handler.type, stmt, block, index, scope, try_bodies, finals, guard)
-                self._block(handler.body, scope, try_bodies, finals, guard)
-            self._block(stmt.orelse, scope, try_bodies, finals, guard)
-            self._block(stmt.finalbody, scope, try_bodies, finals + here, guard)
+                exprs(handler.type)
+                self._block(handler.body, at)
+            self._block(stmt.orelse, at)
+            self._block(stmt.finalbody, dataclasses.replace(at, finals=at.finals + here))
             return
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            inner_guard = guard
+            inner_at = at
             for item in stmt.items:
-                self._expr(item.context_expr, stmt, block, index, scope, try_bodies, finals, guard)
+                exprs(item.context_expr)
                 call = item.context_expr
-                if isinstance(call, ast.Call):
-                    name, _ = self._callee(call)
-                    if name in GUARDS:
-                        inner_guard = f"`with {name}(...)` at line {stmt.lineno}"
-            self._block(stmt.body, scope, try_bodies, finals, inner_guard)
+                if isinstance(call, ast.Call) and self._callee(call)[0] in GUARDS:
+                    inner_at = dataclasses.replace(at, guard=f"`with {self._callee(call)[0]}(...)` at line {stmt.lineno}")
+            self._block(stmt.body, inner_at)
             return
-        for field, value in ast.iter_fields(stmt):
+        for _, value in ast.iter_fields(stmt):
             if isinstance(value, list):
                 if value and isinstance(value[0], ast.stmt):
-                    self._block(value, scope, try_bodies, finals, guard)
+                    self._block(value, at)
                 elif value and isinstance(value[0], ast.match_case):
                     for case in value:
-                        if case.guard is not None:
-                            self._expr(case.guard, stmt, block, index, scope, try_bodies, finals, guard)
-                        self._block(case.body, scope, try_bodies, finals, guard)
+                        exprs(case.guard)
+                        self._block(case.body, at)
                 else:
-                    for item in value:
-                        if isinstance(item, ast.expr):
-                            self._expr(item, stmt, block, index, scope, try_bodies, finals, guard)
+                    exprs(*(item for item in value if isinstance(item, ast.expr)))
             elif isinstance(value, ast.expr):
-                self._expr(value, stmt, block, index, scope, try_bodies, finals, guard)
+                exprs(value)
 
-    def _expr(
-        self,
-        expr: ast.expr,
-        stmt: ast.stmt,
-        block: list[ast.stmt],
-        index: int,
-        scope: _Scope,
-        try_bodies: tuple[ast.Try, ...],
-        finals: tuple[ast.Try, ...],
-        guard: str | None,
-    ) -> None:
+    def _expr(self, expr: ast.expr, stmt: ast.stmt, block: list[ast.stmt], index: int, at: _At) -> None:
+        scope = at.scope
         for node in ast.walk(expr):
             if isinstance(node, ast.Call):
                 name, is_method = self._callee(node)
                 if name is None:
                     continue
                 if name == SET:
-                    scope.sets.append(_SetSite(node, stmt, block, index, try_bodies))
+                    scope.sets.append(_SetSite(node, stmt, block, index, at.try_bodies))
                 elif name == RESET:
                     arg = node.args[0] if node.args else None
                     token = arg.id if isinstance(arg, ast.Name) else None
-                    scope.resets.append(_ResetSite(token, node.lineno, finals))
+                    scope.resets.append(_ResetSite(token, node.lineno, at.finals))
                 elif name in PROXY_CLASSES or name in PROXY_FUNCTIONS or name in PROXY_METHODS or name == "replace":
                     label = f".{name}(...)" if is_method else f"{name}(...)"
-                    scope.proxies.append(_ProxySite(node, label, guard))
+                    scope.proxies.append(_ProxySite(node, label, at.guard))
             elif isinstance(node, (ast.Yield, ast.YieldFrom)):
                 scope.yields = True
 

@@ -183,19 +183,9 @@ def render_docs() -> str:
             "",
             f"**Fix:** {rule.fix}.",
             "",
-            "Wrong:",
-            "",
-            "```python",
-            rule.wrong.rstrip("\n"),
-            "```",
-            "",
-            "Right:",
-            "",
-            "```python",
-            rule.right.rstrip("\n"),
-            "```",
-            "",
         ]
+        for title, example in (("Wrong", rule.wrong), ("Right", rule.right)):
+            out += [f"{title}:", "", "```python", example.rstrip("\n"), "```", ""]
     return "\n".join(out)
 
 
