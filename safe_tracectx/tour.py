@@ -40,8 +40,8 @@ def run_tour(out: TextIO) -> int:
         MissingTraceError,
         ReadOnlyTraceError,
         TracelessRecordingError,
+        installed,
         is_traceless,
-        require_trace,
         scratch_trace,
         traceless,
         traceless_tensorproxy,
@@ -67,13 +67,18 @@ def run_tour(out: TextIO) -> int:
     _say(out, "   Thunder: TensorProxy(shape=(1,), device=cpu, dtype=float32) raises")
     _say(out, _indent(thunder_error))
     try:
-        require_trace("creating a TensorProxy")
+        with installed("strict"):
+            TensorProxy(shape=(1,), device=cpu, dtype=float32)
         ours = None
     except MissingTraceError as error:
         ours = error
-    _say(out, "   safe_tracectx (strict policy) says instead:")
+    _say(out, "   with safe_tracectx.installed('strict'), the same call raises instead:")
     _say(out, _indent(str(ours)))
+    _say(out, "   (the 'at' line is the first frame outside safe_tracectx and Thunder: in your code, your line)")
     expect(isinstance(ours, MissingTraceError), "MissingTraceError names the line and the three fixes")
+    with installed("lenient"):
+        lenient = TensorProxy(shape=(1,), device=cpu, dtype=float32)
+    expect(is_traceless(lenient), f"with installed('lenient') it is a traceless proxy instead ({lenient.name})")
 
     _step(out, 2, "An explicit traceless proxy, and a meta function called on it")
     with traceless():
