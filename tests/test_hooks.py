@@ -254,3 +254,30 @@ def test_thunder_results_are_identical_installed_or_not() -> None:
     with installed("strict"):
         hooked = thunder.jit(f)(x)
     assert torch.equal(plain, hooked)
+
+
+def test_a_set_made_while_installed_can_be_reset_after_uninstall() -> None:
+    """Found by the state machine: a suspended Thunder tracectx generator finalized after uninstall()."""
+    trace = TraceCtx()
+    install()
+    manager = thunder_trace.tracectx(trace)
+    manager.__enter__()
+    token_set_while_installed = set_tracectx(TraceCtx())
+    assert type(token_set_while_installed).__name__ == "Token"  # a real token, not a wrapper
+    reset_tracectx(token_set_while_installed)
+    uninstall()
+    assert get_tracectx() is trace
+    manager.__exit__(None, None, None)  # the real ContextVar accepts the real token
+    assert get_tracectx() is None
+
+
+def test_guarded_sets_work_with_unhashable_tokens(hooks: None) -> None:
+    """Found by the state machine: tokens are not hashable, the guard's table is keyed by id()."""
+    from safe_tracectx.hooks.guard import raw_block_of
+
+    tokens = [set_tracectx(TraceCtx()) for _ in range(3)]
+    blocks = [raw_block_of(token) for token in tokens]
+    assert all(isinstance(block, RawBlock) for block in blocks)
+    for token in reversed(tokens):
+        reset_tracectx(token)
+    assert get_tracectx() is None and [raw_block_of(t) for t in tokens] == [None, None, None]
