@@ -132,6 +132,9 @@ def render(data: dict[str, Any], rows: list[dict[str, Any]], command: str) -> st
             f"| {row['label']} | {row['ratio']:.3f} | {row['low']:.3f}–{row['high']:.3f} | {row['rounds']} | "
             f"{_unit(row['baseline'])} | {goal} | {met} |"
         )
+    notes = Path(__file__).with_name("NOTES.md")
+    if notes.exists():
+        lines += ["", "## Notes", "", notes.read_text(encoding="utf-8").rstrip()]
     lines += [
         "",
         f"Machine: {machine.get('cpu', {}).get('brand_raw', platform.processor() or '?')}, "

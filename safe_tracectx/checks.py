@@ -22,7 +22,7 @@ from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx.callsite import CallSite
-from safe_tracectx.context import describe_trace, is_traceless
+from safe_tracectx.context import describe_trace, is_traceless, traceless_proxies_made
 from safe_tracectx.errors import LeakedProxyError, NameClashError, TraceContextError
 
 __all__ = ["Violation", "ViolationKind", "check_forward_backward", "check_trace"]
@@ -104,14 +104,17 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
     defined: dict[str, Proxy] = {}
     owners: dict[str, tuple[Proxy, str]] = {}  # name -> (proxy, region) across the whole trace
     reported: set[tuple[str, str]] = set()
+    look_for_traceless = traceless_proxies_made()  # no per-proxy lookup until one exists
+    bsym: Any = None
+    index = -1
 
-    def add(kind: ViolationKind, name: str, message: str, where: str) -> None:
+    def add(kind: ViolationKind, name: str, message: str, where: str | None = None) -> None:
         if (kind, name) not in reported:
             reported.add((kind, name))
-            violations.append(Violation(kind, name, message, where))
+            violations.append(Violation(kind, name, message, where or _bsym_label(index, bsym)))
 
-    def own(proxy: Proxy, region: str, where: str) -> None:
-        if is_traceless(proxy):
+    def own(proxy: Proxy, region: str, where: str | None = None) -> None:
+        if look_for_traceless and is_traceless(proxy):
             add("traceless-proxy", proxy.name, f"traceless proxy {proxy.name} is used in {describe_trace(trace)}", where)
         previous = owners.setdefault(proxy.name, (proxy, region))
         if previous[0] is not proxy and previous[1] != region:
@@ -126,32 +129,30 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
         defined.setdefault(proxy.name, proxy)
         own(proxy, "the trace", "trace inputs")
 
-    bsym: Any
     for index, bsym in enumerate(trace.bound_symbols):
-        where = _bsym_label(index, bsym)
         for proxy in bsym.flat_proxy_args:
             name = proxy.name
             first = defined.get(name)
             if first is None:
-                add("use-before-definition", name, f"{name} is used before any bound symbol defines it", where)
+                add("use-before-definition", name, f"{name} is used before any bound symbol defines it")
                 defined[name] = proxy
             elif first is not proxy:
-                add("name-clash", name, f"{name} names two different proxies", where)
+                add("name-clash", name, f"{name} names two different proxies")
             if name not in registered:
-                add("unregistered-name", name, f"{name} is not registered in the trace's names", where)
-            own(proxy, "the trace", where)
+                add("unregistered-name", name, f"{name} is not registered in the trace's names")
+            own(proxy, "the trace")
         for proxy in bsym.flat_proxy_outs:
             name = proxy.name
             first = defined.setdefault(name, proxy)
             if first is not proxy:
-                add("ssa-redefinition", name, f"{name} is defined again by a different proxy", where)
+                add("ssa-redefinition", name, f"{name} is defined again by a different proxy")
             if name not in registered:
-                add("unregistered-name", name, f"{name} is not registered in the trace's names", where)
-            own(proxy, "the trace", where)
+                add("unregistered-name", name, f"{name} is not registered in the trace's names")
+            own(proxy, "the trace")
         if _is_fusion(bsym):
             region = f"fusion region {bsym.sym.name}"
             for proxy in _walk_region(bsym.subsymbols):
-                own(proxy, region, _bsym_label(index, bsym))
+                own(proxy, region)
     return violations
 
 

@@ -490,8 +490,18 @@ _TRACELESS_MARK: Final = "_safe_tracectx_traceless"
 _PROXY_INIT_CODE = Proxy.__init__.__code__
 
 
+_traceless_made = False  # has any proxy been marked traceless in this process?
+
+
+def traceless_proxies_made() -> bool:
+    """False until the first traceless proxy is made (checks skip the per-proxy lookup until then)."""
+    return _traceless_made
+
+
 def _mark_new_proxy(frame: FrameType | None) -> None:
     """Mark the proxy whose ``Proxy.__init__`` is on the stack as traceless."""
+    global _traceless_made
+    _traceless_made = True
     for _ in range(6):
         if frame is None:
             return
