@@ -65,7 +65,7 @@ class TraceContextMachine(RuleBasedStateMachine):
         self.entries: list[Entry] = []
         self.ended_traces: list[Any] = []
         self.action = "ignore"
-        policy_module._default_policy = Policy(unbalanced="ignore", read_only="ignore")
+        policy_module.swap_default_policy(Policy(unbalanced="ignore", read_only="ignore"))
         self.logs = _Records()
         logging.getLogger("safe_tracectx").addHandler(self.logs)
 
@@ -198,7 +198,7 @@ class TraceContextMachine(RuleBasedStateMachine):
     @rule(action=st.sampled_from(ACTIONS))
     def switch_policy(self, action: str) -> None:
         self.action = action
-        policy_module._default_policy = Policy(unbalanced=action, read_only=action)  # type: ignore[arg-type]
+        policy_module.swap_default_policy(Policy(unbalanced=action, read_only=action))  # type: ignore[arg-type]
 
     @precondition(lambda self: bool(self.stack))
     @rule()
@@ -236,7 +236,7 @@ class TraceContextMachine(RuleBasedStateMachine):
         try:
             if not is_installed():
                 install()  # so that guarded raw sets are closed by their guard
-            policy_module._default_policy = Policy(unbalanced="ignore", read_only="ignore")
+            policy_module.swap_default_policy(Policy(unbalanced="ignore", read_only="ignore"))
             for entry in [*reversed(self.stack), *self.entries]:
                 if not entry.used:
                     entry.used = True
@@ -244,7 +244,7 @@ class TraceContextMachine(RuleBasedStateMachine):
             assert get_tracectx() is None, ("teardown left", get_tracectx(), [(e.kind, e.guarded, e.used) for e in self.entries])
         finally:
             uninstall()
-            policy_module._default_policy = None
+            policy_module.swap_default_policy(None)
             logging.getLogger("safe_tracectx").removeHandler(self.logs)
         assert get_tracectx() is None
 
