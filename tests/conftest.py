@@ -46,6 +46,7 @@ def _clean_trace_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     policy_module.swap_default_policy(None)
     assert not leaked, f"a test left installations running: {leaked}"
     assert get_tracectx() is None, "a test left a trace active"
+    assert policy_module.POLICY_VAR.get() is None, "a test left a use_policy() block open"
 
 
 @pytest.fixture
