@@ -14,7 +14,7 @@ import pytest
 from safe_tracectx.lint import lint_paths, select_codes
 
 CASES = Path(__file__).resolve().parent / "lint_cases"
-CASE_FILES = sorted(p for p in CASES.glob("*.py") if p.name != "conftest.py")
+CASE_FILES = sorted(p for p in CASES.glob("*.py") if p.name not in {"conftest.py", "__init__.py"})
 _MARK = re.compile(r"#\s*(STC\d{3}(?:\(guarded\))?(?:[\s,]+STC\d{3}(?:\(guarded\))?)*)\s*$")
 
 
