@@ -59,6 +59,11 @@ class Finding:
     def fix(self) -> str:
         return RULES[self.code].fix
 
+    @property
+    def informational(self) -> bool:
+        """A guarded STC100 site: listed, but it does not fail the run."""
+        return self.code == "STC100" and bool(self.guarded)
+
 
 @dataclasses.dataclass
 class _SetSite:
