@@ -165,6 +165,7 @@ def test_plain_generator_without_contextmanager_is_stc001() -> None:
 
 
 def test_aliases_and_module_attributes_are_resolved() -> None:
+    # `g();` stands between set and reset: a reset right after its set is safe (nothing can raise between).
     source = """
         from thunder.core.trace import set_tracectx as s, reset_tracectx as r
         import thunder.core.trace as tr
@@ -172,11 +173,11 @@ def test_aliases_and_module_attributes_are_resolved() -> None:
 
         def one(t):
             tok = s(t)
-            r(tok)
+            g(); r(tok)
 
         def two(t):
             tok = tr.set_tracectx(t)
-            tr.reset_tracectx(tok)
+            g(); tr.reset_tracectx(tok)
 
         def three(t):
             tok = thunder.core.trace.set_tracectx(t)
