@@ -109,12 +109,12 @@ def test_a_checker_error_is_stc903_for_that_file_only(folder: Path, monkeypatch:
 
 
 def test_interrupt_is_exit_130(folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import safe_tracectx.lint as lint
+    import safe_tracectx.lint.command as command
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lint, "lint_paths", interrupted)
+    monkeypatch.setattr(command, "lint_paths", interrupted)
     assert main([str(folder)]) == 130
     assert "interrupted" in capsys.readouterr().err
 

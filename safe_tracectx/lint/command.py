@@ -17,9 +17,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.lint.config import Settings, load_settings, parse_per_file_ignores
+from safe_tracectx.lint.files import DEFAULT_EXCLUDE
+from safe_tracectx.lint.formatters import FORMATTERS, with_statistics
+from safe_tracectx.lint.rules import AUDIT_CODES, RULES, explain
+from safe_tracectx.lint.runner import (
+    FileFinding,
+    LintResult,
+    PerFileIgnore,
+    codes_for,
+    lint_bytes,
+    lint_paths,
+    parse_codes,
+    select_codes,
+)
 
 __all__ = ["LintArgumentParser", "UsageError", "add_arguments", "main", "run"]
 
@@ -42,10 +57,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths", nargs="*", metavar="PATH", help="files or folders to check (default: .); - reads standard input"
     )
-    parser.add_argument("--select", metavar="CODES", help="only these codes or prefixes, comma-separated")
-    parser.add_argument("--ignore", metavar="CODES", help="skip these codes or prefixes, comma-separated")
-    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="default: text")
-    parser.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
+    rules = parser.add_argument_group("rules")
+    rules.add_argument("--select", metavar="CODES", help="only these codes or prefixes, comma-separated")
+    rules.add_argument("--ignore", metavar="CODES", help="skip these codes or prefixes, comma-separated")
+    rules.add_argument(
+        "--per-file-ignores",
+        action="append",
+        metavar="GLOB:CODES",
+        help='skip codes in matching files, e.g. "tests/*:STC001" (space-separated entries, or repeat the option)',
+    )
+    rules.add_argument(
+        "--list-proxy-sites",
+        action="store_true",
+        help="also list every proxy-creating call (STC100); unguarded ones are findings, guarded ones informational",
+    )
+    rules.add_argument("--audit", action="store_true", help=argparse.SUPPRESS)  # renamed --list-proxy-sites
+    rules.add_argument("--explain", metavar="CODE", help="print what a rule reports, why, an example and the fix; exit")
+    files = parser.add_argument_group("files")
+    files.add_argument("--exclude", metavar="GLOBS", help="comma-separated globs to skip, replacing the defaults")
+    files.add_argument("--extend-exclude", metavar="GLOBS", help="comma-separated globs to skip, added to the defaults")
+    files.add_argument("--stdin-filename", metavar="NAME", help="the name to report (and match globs) for - (standard input)")
+    files.add_argument("--isolated", action="store_true", help="ignore [tool.safe-tracectx] in pyproject.toml")
+    output = parser.add_argument_group("output")
+    output.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="default: text")
+    output.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
+    output.add_argument("--statistics", action="store_true", help="also count the findings of each code")
+    output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     parser.set_defaults(lint_format_usage=parser.format_usage)
 
 
@@ -67,23 +104,60 @@ def run(args: argparse.Namespace) -> int:
         return ExitStatus.INTERRUPTED
 
 
-def _run(args: argparse.Namespace) -> int:
-    from safe_tracectx.lint import FORMATTERS, lint_paths, parse_codes, select_codes
+def _globs(text: str, option: str) -> tuple[str, ...]:
+    globs = tuple(g.strip() for g in text.split(",") if g.strip())
+    if not globs:
+        raise UsageError(f"{option} {text!r} names no glob; give comma-separated globs such as build,tests/data/*")
+    return globs
 
+
+def _options(args: argparse.Namespace) -> tuple[frozenset[str], tuple[str, ...], tuple[PerFileIgnore, ...], Path | None]:
+    """The codes, excludes, per-file ignores and glob root: the command line over pyproject.toml."""
     try:
-        select = parse_codes(args.select, option="--select") if args.select is not None else None
-        ignore = parse_codes(args.ignore, option="--ignore") if args.ignore is not None else frozenset()
-    except ValueError as error:
+        settings = Settings() if args.isolated else load_settings()
+        select = parse_codes(args.select, option="--select") if args.select is not None else settings.select
+        ignore = parse_codes(args.ignore, option="--ignore") if args.ignore is not None else settings.ignore
+        per_file = parse_per_file_ignores(args.per_file_ignores) if args.per_file_ignores else settings.per_file_ignores
+    except ValueError as error:  # ConfigError too
         raise UsageError(str(error)) from None
-    codes = select_codes(select, ignore)
+    codes = select_codes(select, ignore or (), audit=args.list_proxy_sites)
+    if args.list_proxy_sites and select is not None:
+        codes |= AUDIT_CODES - (ignore or frozenset())
+    exclude = _globs(args.exclude, "--exclude") if args.exclude is not None else settings.exclude or DEFAULT_EXCLUDE
+    extend = _globs(args.extend_exclude, "--extend-exclude") if args.extend_exclude is not None else settings.extend_exclude
+    return codes, (*exclude, *(extend or ())), per_file or (), settings.root
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.audit:
+        raise UsageError('--audit is now --list-proxy-sites ("audit" names the audit log and the pytest plugin mode)')
+    if args.explain is not None:
+        code = args.explain.strip().upper()
+        if code not in RULES:
+            raise UsageError(f"--explain: unknown rule code {args.explain!r}; the codes are: {', '.join(RULES)}")
+        print(explain(code))
+        return ExitStatus.OK
+    if args.statistics and args.format == "sarif":
+        raise UsageError("--statistics works with --format text or json (SARIF has no place for it)")
+    codes, exclude, per_file, root = _options(args)
+    paths = list(args.paths) or (["-"] if args.stdin_filename else ["."])
+    if paths.count("-") > 1:
+        raise UsageError("- (standard input) can be given once")
     try:
-        result = lint_paths(args.paths or ["."], codes=codes)
+        result = lint_paths([p for p in paths if p != "-"], codes=codes, exclude=exclude, per_file_ignores=per_file, root=root)
     except OSError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return ExitStatus.USAGE_ERROR
+    if "-" in paths:
+        name = args.stdin_filename or "-"
+        data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        found = lint_bytes(data, name, codes=codes_for(name, codes, per_file, root))
+        result = LintResult([*result.findings, *(FileFinding(name, f) for f in found)], result.files_checked + 1, result.skipped)
     for skip in result.skipped:
         print(f"{PROG}: {skip.path}: {skip.reason}", file=sys.stderr)
     report = FORMATTERS[args.format](result)
+    if args.statistics:
+        report = with_statistics(report, result, args.format)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as out:
@@ -93,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
             return ExitStatus.USAGE_ERROR
     else:
         print(report)
-    return ExitStatus.FINDINGS if result.failures else ExitStatus.OK
+    return ExitStatus.FINDINGS if result.failures and not args.exit_zero else ExitStatus.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

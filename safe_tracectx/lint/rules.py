@@ -213,7 +213,7 @@ def explain(code: str) -> str:
     rule = RULES[code]
     text = [f"{rule.code} {rule.name}", "", f"What: {rule.summary}.", "", f"Why: {rule.why}.", ""]
     for title, example in (("Wrong", rule.wrong), ("Right", rule.right)):
-        text += [f"{title}:", "", *(f"    {line}" for line in example.rstrip("\n").splitlines()), ""]
+        text += [f"{title}:", "", *(f"    {line}".rstrip() for line in example.rstrip("\n").splitlines()), ""]
     text += [f"Fix: {rule.fix}.", "", f"Suppress one finding with `# noqa: {rule.code}` on its line."]
     return "\n".join(text)
 
