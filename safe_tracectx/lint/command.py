@@ -79,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     files.add_argument("--stdin-filename", metavar="NAME", help="the name to report (and match globs) for - (standard input)")
     files.add_argument("--isolated", action="store_true", help="ignore [tool.safe-tracectx] in pyproject.toml")
     output = parser.add_argument_group("output")
-    output.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="default: text")
+    output.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="the report's format (default: text)")
     output.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
     output.add_argument("--statistics", action="store_true", help="also count the findings of each code")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")

@@ -133,7 +133,7 @@ def detached_trace():
         Rule(
             code="STC100",
             name="proxy-creation-site",
-            summary="a proxy-creating call, and whether a trace context guards it lexically (audit)",
+            summary="a proxy-creating call, and whether a trace context guards it lexically (--list-proxy-sites)",
             why=(
                 "a proxy takes its name from the active trace; a call with no trace context in sight is named by "
                 "whatever trace its caller made active, which is how rematerialization and autodiff passes end up "
@@ -156,7 +156,7 @@ from safe_tracectx import tracectx
 
 def make_output(trace, like):
     with tracectx(trace):
-        return TensorProxy(like=like)   # still listed with --audit, as guarded
+        return TensorProxy(like=like)   # listed with --list-proxy-sites, as guarded
 ''',
             audit_only=True,
         ),
@@ -219,31 +219,7 @@ def explain(code: str) -> str:
 
 
 def render_docs() -> str:
-    """``docs/rules.md``: each rule with why it matters, its fix and its wrong and right example."""
-    out = [
-        "# safe-tracectx lint rules",
-        "",
-        "Generated from `safe_tracectx/lint/rules.py` (`render_docs()`); the tests check both examples of each rule",
-        "(but STC902's and STC903's, which cannot be shown as text). `safe-tracectx lint --explain CODE` prints one rule.",
-        "Suppress one finding with `# noqa: STC001` on its line (a bare `# noqa` suppresses all).",
-        "`STC100` runs only with `safe-tracectx lint --list-proxy-sites`.",
-        "",
-    ]
-    for rule in RULES.values():
-        out += [
-            f"## {rule.code} `{rule.name}`",
-            "",
-            f"{rule.summary[0].upper()}{rule.summary[1:]}.",
-            "",
-            f"**Why:** {rule.why[0].upper()}{rule.why[1:]}.",
-            "",
-            f"**Fix:** {rule.fix[0].upper()}{rule.fix[1:]}.",
-            "",
-        ]
-        for title, example in (("Wrong", rule.wrong), ("Right", rule.right)):
-            out += [f"{title}:", "", "```python", example.rstrip("\n"), "```", ""]
-    return "\n".join(out)
+    """``docs/rules.md`` (see :mod:`safe_tracectx.lint.docs`)."""
+    from safe_tracectx.lint.docs import render
 
-
-if __name__ == "__main__":
-    print(render_docs(), end="")
+    return render()
