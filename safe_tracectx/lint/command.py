@@ -83,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
     output.add_argument("--statistics", action="store_true", help="also count the findings of each code")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    fixing = parser.add_argument_group("fixing (needs libcst)")
+    fixing.add_argument(
+        "--fix", action="store_true", help="rewrite the files where a fix of STC001/STC002/STC003 is certainly right"
+    )
+    fixing.add_argument("--diff", action="store_true", help="print those fixes as a unified diff; change nothing")
     parser.set_defaults(lint_format_usage=parser.format_usage)
 
 
@@ -143,6 +148,12 @@ def _run(args: argparse.Namespace) -> int:
     paths = list(args.paths) or (["-"] if args.stdin_filename else ["."])
     if paths.count("-") > 1:
         raise UsageError("- (standard input) can be given once")
+    if args.fix or args.diff:
+        from safe_tracectx.lint.fixcommand import run_fix
+
+        fixed = run_fix(args, paths, codes, exclude, per_file, root)
+        if fixed is not None:  # --diff, or --fix of standard input: nothing more to report
+            return fixed
     try:
         result = lint_paths([p for p in paths if p != "-"], codes=codes, exclude=exclude, per_file_ignores=per_file, root=root)
     except OSError as error:
