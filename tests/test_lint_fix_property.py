@@ -71,8 +71,18 @@ def function(pre: list[Node], mid: list[Node], post: list[Node], inside_try: boo
     return "\n".join(lines) + "\n"
 
 
+def context_manager(pre: list[Node], before: list[Node], after: list[Node]) -> str:
+    """STC003: a @contextmanager that sets, runs ``before``, yields, runs ``after`` and resets."""
+    ids = itertools.count()
+    lines = ["@contextmanager", "def f(trace):", *render(pre, "    ", ids), "    tok = set_tracectx(trace)"]
+    lines += [*render(before, "    ", ids), "    yield", *render(after, "    ", ids), "    reset_tracectx(tok)"]
+    return "\n".join(lines) + "\n"
+
+
 def run(source: str, boom: object) -> tuple[list[object], BaseException | None, str | None]:
-    """Run ``f`` with ``outer`` active and the statement ``boom`` raising: (steps run, error, trace after)."""
+    """Run ``f`` with ``outer`` active and the statement ``boom`` raising: (steps run, error, trace after).
+
+    A context manager ``f`` runs a with-block whose one statement is ``step("body")``."""
     log: list[object] = []
 
     def step(number: object) -> object:
@@ -93,13 +103,18 @@ def run(source: str, boom: object) -> tuple[list[object], BaseException | None, 
         "set_tracectx": set_tracectx,
         "reset_tracectx": reset_tracectx,
         "nullcontext": contextlib.nullcontext,
+        "contextmanager": contextlib.contextmanager,
     }
     exec(compile(source, "<generated>", "exec"), namespace)
 
     def call() -> tuple[BaseException | None, str | None]:
         _active.set("outer")
         try:
-            namespace["f"]("inner")  # type: ignore[operator]
+            if source.startswith("@contextmanager"):
+                with namespace["f"]("inner"):  # type: ignore[operator]
+                    step("body")
+            else:
+                namespace["f"]("inner")  # type: ignore[operator]
         except BaseException as error:  # noqa: BLE001 - the property is about every error
             return error, _active.get()
         return None, _active.get()
@@ -113,14 +128,26 @@ def run(source: str, boom: object) -> tuple[list[object], BaseException | None, 
 def test_the_fixed_function_always_restores_the_trace_and_reraises(
     pre: list[Node], mid: list[Node], post: list[Node], inside_try: bool
 ) -> None:
-    original = function(pre, mid, post, inside_try)
+    check(function(pre, mid, post, inside_try))
+
+
+@settings(max_examples=100, deadline=None)
+@given(pre=st.lists(nodes, max_size=2), before=st.lists(nodes, max_size=2), after=st.lists(nodes, max_size=2))
+def test_the_fixed_context_manager_always_restores_the_trace_and_reraises(
+    pre: list[Node], before: list[Node], after: list[Node]
+) -> None:
+    check(context_manager(pre, before, after), extra=["body"])
+
+
+def check(original: str, extra: list[object] | None = None) -> None:
+    """Fix ``original``; with each statement raising in turn, the fixed code restores the trace and re-raises."""
     result = fix_source(original)
     fixed = result.source
     assert result.fixed == 1 and result.unfixed == [], (original, result)
     assert not [f for f in lint_source(fixed) if f.code in FIXABLE], fixed
     assert fix_source(fixed).source == fixed
     statements = original.count("step(")
-    for boom in ["set", None, *range(statements)]:
+    for boom in ["set", None, *range(statements), *(extra or [])]:
         steps_before, _, _ = run(original, boom)
         steps_after, error, after = run(fixed, boom)
         assert steps_after == steps_before, (fixed, boom)
@@ -137,3 +164,5 @@ def test_the_original_really_leaks_or_hides_the_error() -> None:
     assert run(leaky, 0)[2] == "inner"
     hiding = function([], ["step"], [], inside_try=True)
     assert type(run(hiding, "set")[1]) is UnboundLocalError
+    manager = context_manager([], [], ["step"])
+    assert run(manager, "body")[2] == "inner"

@@ -54,6 +54,15 @@ extend-exclude = ["generated"]       # adds to them
 per-file-ignores = {{ "tests/*" = ["STC001"] }}
 ```
 
+**Fixing.** `--fix` rewrites the files (libcst: `pip install 'safe-tracectx[fix]'`), `--diff` prints the
+same edits as a unified diff and changes nothing (exit 1 when there is something to fix). STC001 and
+STC003: the statements from the set to its one reset in the same block go into `try:`, the reset into
+`finally:`. STC002: a set that opens a `try` whose `finally` resets it moves to the line before `try:`.
+Where no fix is certainly right (the token is returned, stored or discarded; resets on several paths;
+an early `return`, `break` or `continue` or a rebinding of the token in between; statements before the
+set inside the `try`), the code stays and `not fixed: <reason>` is printed on standard error. Fixing
+twice changes nothing more; comments, the encoding and the line endings are kept.
+
 **flake8 and pre-commit.** The rules also run as a flake8 plugin (`flake8 --select STC`, default rules
 only) and as the pre-commit hook `safe-tracectx-lint` of this repository.
 
