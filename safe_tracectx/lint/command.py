@@ -1,7 +1,17 @@
 """``safe-tracectx lint``: the options, and the run that turns them into an exit status.
 
 ``safe-tracectx`` adds these options to its ``lint`` subcommand with :func:`add_arguments` and
-calls :func:`run`; :func:`main` is the same command with a parser of its own::
+calls :func:`run` (bad option values found by ``run`` print the subcommand's usage and return
+``USAGE_ERROR``; pass ``parser_class=LintArgumentParser`` to ``add_subparsers`` for argparse's own
+errors to do the same instead of exiting)::
+
+    lint = commands.add_parser("lint", help="statically check trace-context safety")
+    add_arguments(lint)
+    ...
+    if args.command == "lint":
+        return run(args)
+
+:func:`main` is the same command with a parser of its own:
 
     >>> from safe_tracectx.lint.command import main
     >>> from safe_tracectx.exitcodes import ExitStatus
