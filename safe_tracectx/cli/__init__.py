@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "lint":
         from safe_tracectx.lint import command as lint_command
 
-        return lint_command.run(args, subs["lint"])
+        return lint_command.run(args)
     if command == "report":
         from safe_tracectx.cli.run import report_command
 
