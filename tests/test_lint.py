@@ -438,38 +438,6 @@ def test_pre_commit_hook_definition_runs_the_linter(tree: Path) -> None:
 
 # ---- the installed Thunder package ---------------------------------------------------------
 
-THUNDER_0_2_6_FINDINGS = {
-    ("__init__.py", "STC001", "_grad_transform"),  # line 1108
-    ("core/trace.py", "STC001", "maybe_start_trace"),  # line 571: the token is returned
-    ("core/trace.py", "STC003", "detached_trace"),  # line 609
-    ("core/transforms.py", "STC002", "insert_inplace"),  # line 304
-    ("core/transforms.py", "STC002", "replace_inplace"),  # line 341
-    ("core/transforms.py", "STC002", "visitor_transform"),  # line 388
-    ("core/transforms.py", "STC002", "transform_trace_pre_prologue"),  # line 480
-    ("transforms/cudagraph.py", "STC001", "generate_fused_trace"),  # line 322
-    ("tests/test_core.py", "STC002", "test_detached_trace"),  # line 1284
-    ("tests/test_core.py", "STC002", "test_eval_trace"),  # line 1679
-}
-
-
-THUNDER_0_2_4_FINDINGS = {
-    ("__init__.py", "STC001", "_grad_transform"),  # line 1095
-    ("core/rematerialization.py", "STC002", "rematerialize_all_gather"),  # line 442
-    ("core/trace.py", "STC001", "maybe_start_trace"),  # line 563
-    ("core/trace.py", "STC003", "detached_trace"),  # line 601
-    ("core/transforms.py", "STC002", "insert_inplace"),  # line 309
-    ("core/transforms.py", "STC002", "replace_inplace"),  # line 346
-    ("core/transforms.py", "STC002", "visitor_transform"),  # line 393
-    ("core/transforms.py", "STC002", "transform_trace_pre_prologue"),  # line 485
-    ("core/transforms.py", "STC002", "forward_and_backward_from_trace"),  # line 3141
-    ("executors/torch_autograd.py", "STC001", "rename_bwd_trace_outputs"),  # line 41: the seeds' set without finally
-    ("transforms/cudagraph.py", "STC001", "generate_fused_trace"),  # line 322
-    ("tests/test_core.py", "STC002", "test_detached_trace"),  # line 1270
-    ("tests/test_core.py", "STC002", "test_eval_trace"),  # line 1652
-}
-EXPECTED_FINDINGS = {"0.2.6": THUNDER_0_2_6_FINDINGS, "0.2.4": THUNDER_0_2_4_FINDINGS}
-
-
 def _enclosing_function(path: Path, line: int) -> str:
     import ast
 
@@ -484,8 +452,9 @@ def _enclosing_function(path: Path, line: int) -> str:
 def test_real_thunder_package_findings() -> None:
     thunder_dir = Path(__import__("importlib.util").util.find_spec("thunder").origin).parent
     import thunder
+    from thunder_lint_findings import expected_findings
 
-    expected = EXPECTED_FINDINGS[thunder.__version__]  # a new Thunder version needs its list here
+    expected = expected_findings(thunder.__version__)  # a new Thunder version needs its list there
     result = lint_paths([str(thunder_dir)])
     found = {
         (Path(f.path).relative_to(thunder_dir).as_posix(), f.finding.code, _enclosing_function(Path(f.path), f.finding.line))
