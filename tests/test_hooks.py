@@ -271,7 +271,9 @@ def test_a_set_made_while_installed_can_be_reset_after_uninstall() -> None:
     with pytest.raises(UnbalancedContextError, match="made under install\\(\\) never reset"):
         uninstall()  # the installation ends with the manager's set still open: reported and closed
     assert get_tracectx() is None and not is_installed()
-    manager.__exit__(None, None, None)  # the real ContextVar still accepts the real token
+    # The closed set's token is spent: its late reset cannot re-activate anything (Python refuses it).
+    with pytest.raises(RuntimeError, match="already been used"):
+        manager.__exit__(None, None, None)
     assert get_tracectx() is None
 
 

@@ -135,10 +135,9 @@ class Block:
                 value_var.reset(inner._value_token)
             except (ValueError, RuntimeError):
                 pass
-        if orphan:  # a clean-up: restore without spending the token, so its owner's late reset still works
-            value_var.set(self._value_token.old_value if self._value_token.old_value is not Token.MISSING else None)
-        else:
-            value_var.reset(self._value_token)
+        # Spent even when closed as a clean-up: a late reset of this token (after uninstall(), through
+        # Thunder's own reset_tracectx) then raises Python's RuntimeError instead of re-activating a stale trace.
+        value_var.reset(self._value_token)
         self._state = ORPHANED if orphan else ENDED
         errors.extend(self._on_closed())
         if still_open:
