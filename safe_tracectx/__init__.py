@@ -14,6 +14,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from safe_tracectx.callsite import CallSite
+from safe_tracectx.extras import MissingExtraError, require_thunder
 from safe_tracectx.errors import (
     LeakedProxyError,
     MissingTraceError,
@@ -84,10 +85,15 @@ _LAZY: dict[str, str] = {
 }
 
 
+_WITHOUT_THUNDER = frozenset({"safe_tracectx.labels", "safe_tracectx.auditlog"})
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'safe_tracectx' has no attribute {name!r}")
+    if module not in _WITHOUT_THUNDER:
+        require_thunder(f"safe_tracectx.{name}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -100,6 +106,7 @@ __all__ = [
     "Action",
     "CallSite",
     "LeakedProxyError",
+    "MissingExtraError",
     "MissingTraceAction",
     "MissingTraceError",
     "NameClashError",

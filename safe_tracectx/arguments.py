@@ -9,6 +9,10 @@
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.arguments")
+
 import keyword
 from collections.abc import Iterable
 from typing import Any

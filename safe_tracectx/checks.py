@@ -13,6 +13,10 @@ makes no trace active and registers no name::
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.checks")
+
 import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, Literal

@@ -11,6 +11,10 @@
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.proxies")
+
 from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
 

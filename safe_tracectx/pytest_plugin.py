@@ -93,6 +93,12 @@ def pytest_configure(config: pytest.Config) -> None:
     mode = _mode(config)
     if mode is None:
         return
+    from safe_tracectx.extras import MissingExtraError, require_thunder
+
+    try:
+        require_thunder(f"--safe-tracectx={mode}")
+    except MissingExtraError as error:
+        raise pytest.UsageError(str(error)) from None
     state = _PluginState(mode, config.getoption("--safe-tracectx-report"))
     config.stash[_STATE] = state
     if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
@@ -185,7 +191,7 @@ def _leaked_sets(state: _PluginState) -> list[TraceContextError]:
     errors: list[TraceContextError] = []
     if leaked_here:
         with log.stopped():  # the log keeps showing the leak; closing it is the plugin's clean-up
-            closed = close_leaked(block_ids={event.detail["block"] for event in leaked_here})
+            closed, _ = close_leaked(block_ids={event.detail["block"] for event in leaked_here})
         sites = "; ".join(block._label() for block in closed) or "; ".join(
             f"set_tracectx({e.trace}) at {e.site}" for e in leaked_here
         )

@@ -70,4 +70,8 @@ settings.register_profile(
 settings.register_profile(
     "long", max_examples=5000, stateful_step_count=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+# `make soak`: 25,000 examples x 40 steps = 10^6 steps of the state machine.
+settings.register_profile(
+    "soak", max_examples=25000, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
+)
 settings.load_profile("suite")

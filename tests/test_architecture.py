@@ -118,3 +118,10 @@ def test_python_dash_m_and_version() -> None:
 
     assert run.returncode == 0 and run.stdout.strip() == f"safe-tracectx {__version__}"
     assert __version__ != "0+unknown"
+
+
+def test_the_readme_layout_names_every_module() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("## Layout") :]
+    missing = [path.name for path in PACKAGE.rglob("*.py") if path.name not in layout]
+    assert missing == []

@@ -23,7 +23,7 @@ from safe_tracectx.lint import (
     lint_source,
     select_codes,
 )
-from safe_tracectx.lint.rules import render_docs
+from safe_tracectx.lint.docs import render as render_docs
 
 ROOT = Path(__file__).resolve().parent.parent
 AUDIT = select_codes(audit=True)

@@ -87,6 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_command(args, subs["report"])
     if getattr(args, "top", 0) < 0:
         return usage_error(subs[command], "--top must be >= 0")
+    from safe_tracectx.extras import MissingExtraError, require_thunder
+
+    try:
+        require_thunder(f"safe-tracectx {command}")
+    except MissingExtraError as error:
+        print(f"safe-tracectx {command}: error: {error}", file=sys.stderr)
+        return ExitStatus.USAGE_ERROR
     if command == "demo":
         from safe_tracectx.cli.demo import demo_command
 

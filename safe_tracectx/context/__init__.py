@@ -11,6 +11,10 @@
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.context")
+
 from safe_tracectx.context.blocks import OWNER_VAR, TRACE_VAR, Block
 from safe_tracectx.context.lookup import current_trace, missing_trace_error, on_missing_trace, require_trace
 from safe_tracectx.context.policy_block import use_policy

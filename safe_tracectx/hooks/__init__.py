@@ -9,6 +9,10 @@
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.hooks")
+
 from safe_tracectx.hooks.guard import (
     RawBlock,
     close_leaked,

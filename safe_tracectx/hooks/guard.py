@@ -17,6 +17,7 @@ returns the real ``Token`` (so a token reset after ``uninstall()`` still works);
 from __future__ import annotations
 
 import itertools
+import sys
 from contextvars import Token
 from typing import Any, ClassVar, Final
 
@@ -85,8 +86,9 @@ class RawBlock(Block):
         errors = self._close()
         if self._state is ENDED:
             _blocks_by_token.pop(id(self._value_token), None)
+        in_flight = sys.exc_info()[1]  # reset in a `finally` while a KeyboardInterrupt or GeneratorExit propagates
         for error in errors:
-            act(error)
+            act(error, in_flight=in_flight)
 
     def force_close(self) -> list[TraceContextError]:
         """Close a leaked set as its enclosing block would; the owner's own later reset is then silent."""
@@ -121,7 +123,8 @@ def _foreign_reset(token: Token[Any]) -> None:
         problem = "was called in another thread or Context than its set_tracectx(); nothing was changed"
     else:
         return
-    act(UnbalancedContextError(f"reset_tracectx() {problem}", fix=FIXES["raw_set"], site=find_call_site()))
+    error = UnbalancedContextError(f"reset_tracectx() {problem}", fix=FIXES["raw_set"], site=find_call_site())
+    act(error, in_flight=sys.exc_info()[1])
 
 
 def guarded_reset_tracectx(token: Token[Any]) -> None:
@@ -144,21 +147,26 @@ def open_blocks() -> list[Block]:
     return blocks
 
 
-def close_leaked(*, since: int = 0, block_ids: set[int] | None = None) -> list[RawBlock]:
-    """Close the raw sets open in this context made from serial ``since`` on (or with these ids); return them.
+def close_leaked(
+    *, since: int = 0, block_ids: set[int] | None = None
+) -> tuple[list[RawBlock], list[TraceContextError]]:
+    """Close the raw sets open in this context made from serial ``since`` on (or with these ids).
 
-    Innermost first, so each close restores what was active before it. The
-    caller reports them; their owners' later resets are silent.
+    Innermost first, so each close restores what was active before it. Returns
+    them (the caller reports them as one leak; their owners' later resets are
+    silent while installed) and what closing found besides (a read-only block
+    closed with them).
     """
     leaked = [
         b
         for b in open_blocks()
         if isinstance(b, RawBlock) and b._serial >= since and (block_ids is None or id(b) in block_ids)
     ]
+    found: list[TraceContextError] = []
     for block in leaked:
         if block._state is OPEN:
-            block.force_close()
-    return leaked
+            found += [e for e in block.force_close() if not isinstance(e, UnbalancedContextError)]
+    return leaked, found
 
 
 def release_all() -> None:

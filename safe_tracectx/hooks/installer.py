@@ -84,17 +84,17 @@ class Installation:
 
     def _finish(self) -> list[TraceContextError]:
         """Close this installation's leaked sets (in this context), stop its audit, put back the policy."""
-        errors: list[TraceContextError] = []
-        leaked = guard.close_leaked(since=self._since)
+        leaked, errors = guard.close_leaked(since=self._since)
         if leaked:
             labels = "; ".join(block._label() for block in leaked)
-            errors.append(
+            errors.insert(
+                0,
                 UnbalancedContextError(
                     f"{len(leaked)} set_tracectx() made under {self.owner} never reset: {labels}; "
                     "closed when the installation ended",
                     fix=FIXES["raw_set"],
                     site=leaked[-1].site,
-                )
+                ),
             )
         return errors
 

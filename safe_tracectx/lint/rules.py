@@ -1,7 +1,7 @@
 """The lint rules: one rule, one code, one message that says what is wrong and how to fix it.
 
 Each rule carries a wrong and a right example; the tests lint both and
-``docs/rules.md`` is generated from them by :func:`render_docs`.
+``docs/rules.md`` is generated from them by :func:`safe_tracectx.lint.docs.render`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-__all__ = ["ALL_CODES", "AUDIT_CODES", "DEFAULT_CODES", "RULES", "Rule", "explain", "render_docs"]
+__all__ = ["ALL_CODES", "AUDIT_CODES", "DEFAULT_CODES", "RULES", "Rule", "explain"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,9 +217,3 @@ def explain(code: str) -> str:
     text += [f"Fix: {rule.fix}.", "", f"Suppress one finding with `# noqa: {rule.code}` on its line."]
     return "\n".join(text)
 
-
-def render_docs() -> str:
-    """``docs/rules.md`` (see :mod:`safe_tracectx.lint.docs`)."""
-    from safe_tracectx.lint.docs import render
-
-    return render()
