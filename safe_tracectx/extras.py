@@ -32,6 +32,6 @@ def require_thunder(what: str) -> None:
     missing = [name for name in ("torch", "thunder") if not _importable(name)]
     if missing:
         raise MissingExtraError(
-            f"{what} needs {' and '.join(missing)} (lightning-thunder and torch), which are not installed; "
+            f"{what} needs lightning-thunder and torch ({', '.join(missing)} not installed); "
             f"install them with: {THUNDER_EXTRA} (the linter alone needs neither)"
         )
