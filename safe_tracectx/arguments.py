@@ -23,14 +23,14 @@ from thunder.core.trace import TraceCtx
 __all__ = ["expect_name", "expect_prefix", "expect_shape", "expect_trace", "to_device", "to_dtype"]
 
 
-def expect_trace(value: object, where: str, *, verb: str = "takes") -> TraceCtx:
-    """``value`` if it is a Thunder ``TraceCtx``; else a TypeError naming ``where``."""
-    if not isinstance(value, TraceCtx):
-        raise TypeError(
-            f"{where} {verb} a thunder TraceCtx, got {type(value).__name__} ({value!r:.60}); "
-            "pass the trace object itself"
-        )
-    return value
+def expect_trace(
+    value: object, where: str, *, verb: str = "takes", allow_none: bool = False, hint: str = "pass the trace object itself"
+) -> TraceCtx:
+    """``value`` if it is a Thunder ``TraceCtx`` (or None with ``allow_none``); else a TypeError naming ``where``."""
+    if not isinstance(value, TraceCtx) and not (allow_none and value is None):
+        what = "a thunder TraceCtx or None" if allow_none else "a thunder TraceCtx"
+        raise TypeError(f"{where} {verb} {what}, got {type(value).__name__} ({value!r:.60}); {hint}")
+    return value  # type: ignore[return-value]
 
 
 def expect_name(name: object, where: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Final, Generic, TypeVar
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx.actions import act
+from safe_tracectx.arguments import expect_trace
 from safe_tracectx.callsite import find_call_site
 from safe_tracectx.context.blocks import ENDED, NEW, OPEN, OWNER_VAR, TRACE_VAR, Block
 from safe_tracectx.context.decorate import decorate
@@ -67,11 +68,8 @@ class tracectx(Block, Generic[_T]):
     __slots__ = ("_read_only", "_snapshot")
 
     def __init__(self, trace: _T, *, read_only: bool = False) -> None:
-        if trace is not None and not isinstance(trace, TraceCtx):
-            raise TypeError(
-                f"{type(self).__name__}() takes a thunder TraceCtx or None, got "
-                f"{type(trace).__name__} ({trace!r:.60}); pass the trace object itself"
-            )
+        if trace is not None and not isinstance(trace, TraceCtx):  # inline: this runs on every block
+            expect_trace(trace, f"{type(self).__name__}()", allow_none=True)
         Block.__init__(self, trace)
         self._read_only = bool(read_only)
         self._snapshot: Snapshot | None = None

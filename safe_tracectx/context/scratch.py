@@ -111,12 +111,8 @@ class scratch_trace(tracectx[ScratchTrace]):
     def __init__(self, *reserve: TraceCtx, names: Iterable[str] = _NO_NAMES) -> None:
         reserved: set[str] = set()
         for position, trace in enumerate(reserve):
-            if not isinstance(trace, TraceCtx):
-                raise TypeError(
-                    f"scratch_trace() reserve argument {position} must be a thunder TraceCtx, got "
-                    f"{type(trace).__name__} ({trace!r:.60}); to reserve plain names use names=[...]"
-                )
-            reserved |= trace.names
+            where = f"scratch_trace() reserve argument {position}"
+            reserved |= expect_trace(trace, where, verb="must be", hint="to reserve plain names use names=[...]").names
         reserved_names: tuple[str, ...] = _NO_NAMES
         if names is not _NO_NAMES:
             reserved_names = _name_tuple(names)
