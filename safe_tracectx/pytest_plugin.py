@@ -192,7 +192,7 @@ def _leaked_sets(state: _PluginState) -> list[TraceContextError]:
     if leaked_here:
         with log.stopped():  # the log keeps showing the leak; closing it is the plugin's clean-up
             closed, _ = close_leaked(block_ids={event.detail["block"] for event in leaked_here})
-        sites = "; ".join(block._label() for block in closed) or "; ".join(
+        sites = "; ".join(block.label() for block in closed) or "; ".join(
             f"set_tracectx({e.trace}) at {e.site}" for e in leaked_here
         )
         errors.append(

@@ -33,7 +33,7 @@ from safe_tracectx.callsite import find_call_site
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.labels import describe_trace
 
-__all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block"]
+__all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block", "open_blocks"]
 
 #: Thunder's trace ContextVar (never replaced: ``install()`` hooks set/reset, not the variable).
 TRACE_VAR: Final[ContextVar[Any]] = _thunder_trace._tracectx
@@ -75,9 +75,19 @@ class Block:
         self._value = value
         self._state = NEW
 
-    def _label(self) -> str:
+    def label(self) -> str:
         """How a report names this block, e.g. ``tracectx(trace of f @0x...)``."""
         return f"{type(self).__name__}({describe_trace(self._value)})"
+
+    @property
+    def is_open(self) -> bool:
+        """True between its enter and the exit that closes it."""
+        return self._state is OPEN
+
+    def release(self) -> None:
+        """Stop tracking a block that is open or was closed by another exit (its hooks are gone)."""
+        if self._state is OPEN or self._state is ORPHANED:
+            self._state = RELEASED
 
     def _activate(self) -> None:
         self._prev_owner = self.owner_var.get()
@@ -141,7 +151,7 @@ class Block:
         self._state = ORPHANED if orphan else ENDED
         errors.extend(self._on_closed())
         if still_open:
-            inner_labels = "; ".join(b._label() for b in reversed(still_open))
+            inner_labels = "; ".join(b.label() for b in reversed(still_open))
             problem = f"was exited while blocks entered inside it were still open: {inner_labels}. They were closed with it"
             errors.insert(0, self._unbalanced(problem))
         elif value_before is not self._value:
@@ -153,4 +163,15 @@ class Block:
         return errors
 
     def _unbalanced(self, problem: str) -> UnbalancedContextError:
-        return UnbalancedContextError(f"{self._label()} {problem}", fix=self.unbalanced_fix, site=find_call_site())
+        return UnbalancedContextError(f"{self.label()} {problem}", fix=self.unbalanced_fix, site=find_call_site())
+
+
+def open_blocks(owner_var: ContextVar[Any] = OWNER_VAR) -> list[Block]:
+    """The blocks open in this context, innermost first."""
+    blocks: list[Block] = []
+    block = owner_var.get()
+    while block is not None:
+        if block._state is OPEN:
+            blocks.append(block)
+        block = block._prev_owner
+    return blocks

@@ -44,7 +44,7 @@ class use_policy(Block):
     def __init__(self, policy: Policy | str, /, **overrides: str) -> None:
         Block.__init__(self, as_policy(policy, source="use_policy()", overrides=overrides))
 
-    def _label(self) -> str:
+    def label(self) -> str:
         return f"use_policy({self._value!r})"
 
     def __enter__(self) -> Policy:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Final
 from safe_tracectx import events
 from safe_tracectx.actions import act
 from safe_tracectx.callsite import CallSite, find_call_site
-from safe_tracectx.context.blocks import ENDED, OPEN, ORPHANED, OWNER_VAR, RELEASED, TRACE_VAR, Block
+from safe_tracectx.context.blocks import ENDED, TRACE_VAR, Block, open_blocks
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.labels import describe_trace
 
@@ -72,7 +72,7 @@ class RawBlock(Block):
         """The order in which the sets of this process were made."""
         return self._serial
 
-    def _label(self) -> str:
+    def label(self) -> str:
         where = f" at {self._site}" if self._site is not None else ""
         return f"set_tracectx({describe_trace(self._value)}){where}"
 
@@ -136,17 +136,6 @@ def guarded_reset_tracectx(token: Token[Any]) -> None:
         block.close()
 
 
-def open_blocks() -> list[Block]:
-    """The blocks open in this context, innermost first (leaked raw sets show up here)."""
-    blocks: list[Block] = []
-    block = OWNER_VAR.get()
-    while block is not None:
-        if block._state is OPEN:
-            blocks.append(block)
-        block = block._prev_owner
-    return blocks
-
-
 def close_leaked(
     *, since: int = 0, block_ids: set[int] | None = None
 ) -> tuple[list[RawBlock], list[TraceContextError]]:
@@ -164,7 +153,7 @@ def close_leaked(
     ]
     found: list[TraceContextError] = []
     for block in leaked:
-        if block._state is OPEN:
+        if block.is_open:
             found += [e for e in block.force_close() if not isinstance(e, UnbalancedContextError)]
     return leaked, found
 
@@ -172,8 +161,7 @@ def close_leaked(
 def release_all() -> None:
     """The hooks are gone: stop tracking every raw set (later resets go to Thunder's own reset)."""
     for block in _blocks_by_token.values():
-        if block._state is OPEN or block._state is ORPHANED:
-            block._state = RELEASED
+        block.release()
     _blocks_by_token.clear()
 
 

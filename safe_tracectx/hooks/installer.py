@@ -86,7 +86,7 @@ class Installation:
         """Close this installation's leaked sets (in this context), stop its audit, put back the policy."""
         leaked, errors = guard.close_leaked(since=self._since)
         if leaked:
-            labels = "; ".join(block._label() for block in leaked)
+            labels = "; ".join(block.label() for block in leaked)
             errors.insert(
                 0,
                 UnbalancedContextError(
