@@ -75,6 +75,13 @@ def act(
     left to propagate unchanged and carries the error as a note.
     """
     __tracebackhide__ = True
-    action = action_for(error, policy)
+    try:
+        action = action_for(error, policy)
+    except ValueError as bad_policy:  # a typo in SAFE_TRACECTX_POLICY: said, but never over a KeyboardInterrupt
+        if in_flight is not None and not isinstance(in_flight, Exception):
+            in_flight.add_note(f"safe-tracectx: {bad_policy}; and: {error}")
+            logger.warning("%s; and: %s", bad_policy, error)
+            return
+        raise
     record(error, action)
     carry_out(error, action, in_flight=in_flight)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 from types import TracebackType
 from typing import Any, Final
 
@@ -35,6 +36,15 @@ OTHER: Final = "(outside remat passes)"
 
 def _site_text(site: CallSite | None) -> str:
     return "(unknown)" if site is None else f"{site.location()} in {site.function}"
+
+
+def _relative(text: str) -> str:
+    """A message with paths under the current folder made relative to it (as every report shows paths)."""
+    try:
+        here = os.getcwd() + os.sep
+    except OSError:
+        return text
+    return text.replace(here, "")
 
 
 def _site_json(site: CallSite | None) -> dict[str, Any] | None:
@@ -175,7 +185,7 @@ class AuditLog:
                     "error": e.detail["code"],
                     "check": e.detail["check"],
                     "action": e.detail["action"],
-                    "message": e.detail["message"],
+                    "message": _relative(e.detail["message"]),
                     "fix": e.detail["fix"],
                     "site": _site_json(e.site),
                     "pass": e.pass_name,

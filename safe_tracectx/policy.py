@@ -31,6 +31,8 @@ __all__ = [
     "MissingTraceAction",
     "Policy",
     "as_policy",
+    "default_policy",
+    "or_default",
     "get_policy",
     "set_default_policy",
     "swap_default_policy",
@@ -125,6 +127,16 @@ def get_policy() -> Policy:
     if _default_policy is not None:
         return _default_policy
     return _env_default()
+
+
+def or_default(policy: Policy | None) -> Policy:
+    """``policy``, or the default it stands for when None (``SAFE_TRACECTX_POLICY`` or STRICT)."""
+    return policy if policy is not None else _env_default()
+
+
+def default_policy() -> Policy | None:
+    """The process default set by ``set_default_policy``/``install`` (None: ``SAFE_TRACECTX_POLICY`` or STRICT)."""
+    return _default_policy
 
 
 def swap_default_policy(policy: Policy | None) -> Policy | None:

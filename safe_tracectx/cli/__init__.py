@@ -73,10 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argv, program = split_program(argv)
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
     except SystemExit as exit_:  # argparse printed the (sub)command's usage, or --help/--version
         return int(exit_.code) if isinstance(exit_.code, int) else ExitStatus.USAGE_ERROR
     command: str = args.command
+    if extra:
+        return usage_error(subs[command], f"unrecognized arguments: {' '.join(extra)}")
     if command == "lint":
         from safe_tracectx.lint import command as lint_command
 

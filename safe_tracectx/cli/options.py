@@ -48,6 +48,12 @@ def check_writable(path: str) -> str | None:
         return f"cannot write {path}: the folder {folder} does not exist"
     if os.path.isdir(path):
         return f"cannot write {path}: it is a folder"
-    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        return f"cannot write {path}: permission denied"
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as error:
+        return f"cannot write {path}: {error.strerror or error}"
+    if not existed:
+        os.remove(path)
     return None

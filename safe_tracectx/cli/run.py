@@ -13,6 +13,7 @@ status, and prints the report; ``run`` and ``demo`` both use it::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import runpy
@@ -75,6 +76,7 @@ def run_audited(
     from safe_tracectx.hooks import begin
 
     stream = out if out is not None else sys.stdout
+    cwd = os.getcwd()  # reports and --json are relative to where the run started, whatever the program does
     installation = begin(owner, policy, audit=True)
     log = installation.audit_log
     assert log is not None
@@ -94,6 +96,8 @@ def run_audited(
             installation.end()  # also ends installations the program left running, and closes its leaked sets
         except TraceContextError:
             pass  # recorded as a violation: the report below shows it
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
     print(file=stream)
     print(log.report(top=top), file=stream, flush=True)
     if json_path is not None:
@@ -138,13 +142,15 @@ def run_command(args: argparse.Namespace, program: list[str], parser: argparse.A
     """``safe-tracectx run``: check the arguments before anything runs, then run and report."""
     if args.json is not None and (problem := check_writable(args.json)) is not None:
         return usage_error(parser, f"--json: {problem}")
+    if args.json is not None:
+        args.json = os.path.abspath(args.json)
     if args.module is not None:
         body = run_module(args.module, program)
     elif program:
         script, *script_args = program
         if not os.path.isfile(script):
             return usage_error(parser, f"no such script: {script}")
-        body = run_script(script, script_args)
+        body = run_script(os.path.abspath(script), script_args)
     else:
         return usage_error(parser, "run needs a script (safe-tracectx run script.py [args]) or -m MODULE")
     import warnings
@@ -153,6 +159,33 @@ def run_command(args: argparse.Namespace, program: list[str], parser: argparse.A
     return run_audited(
         body, policy=args.policy, json_path=args.json, top=args.top, fail_on_violation=args.fail_on_violation
     )
+
+
+_REQUIRED: dict[str, type] = {
+    "counts": dict,
+    "dropped": int,
+    "passes": dict,
+    "proxies_by_pass": dict,
+    "call_sites": list,
+    "leaked_sets": list,
+    "violations": list,
+}
+
+
+def _malformed(document: dict[str, object]) -> str | None:
+    """What is wrong with an audit document's body (None: it can be rendered)."""
+    from safe_tracectx.auditlog import JSON_VERSION
+
+    if document.get("version") != JSON_VERSION:
+        return f"version {document.get('version')!r}, this safe-tracectx reads version {JSON_VERSION}"
+    for key, kind in _REQUIRED.items():
+        if not isinstance(document.get(key), kind):
+            return f"{key!r} is missing or not a {kind.__name__}"
+    counts = document["counts"]
+    assert isinstance(counts, dict)
+    if not all(isinstance(value, int) for value in counts.values()):
+        return "'counts' holds something other than integers"
+    return None
 
 
 def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -166,12 +199,19 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         document = json.loads(Path(args.data_file).read_text(encoding="utf-8"))
     except (OSError, UnicodeError, ValueError) as error:
         return usage_error(parser, f"cannot read {args.data_file}: {error}")
+    try:
+        text = render_text(document, top=args.top) if isinstance(document, dict) else ""
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        text = ""
+        damaged: str | None = f"cannot render it ({type(error).__name__}: {error})"
+    else:
+        damaged = None
     if not isinstance(document, dict) or document.get("schema") != JSON_SCHEMA:
         return usage_error(
             parser, f"{args.data_file} is not a safe-tracectx audit (schema {JSON_SCHEMA}); write one with run --json FILE"
         )
-    if args.json:
-        print(json.dumps(document, indent=2))
-    else:
-        print(render_text(document, top=args.top))
+    problem = _malformed(document) or damaged
+    if problem is not None:
+        return usage_error(parser, f"{args.data_file} is a damaged safe-tracectx audit: {problem}")
+    print(json.dumps(document, indent=2) if args.json else text)
     return ExitStatus.OK

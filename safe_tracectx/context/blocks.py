@@ -89,6 +89,10 @@ class Block:
         if self._state is OPEN or self._state is ORPHANED:
             self._state = RELEASED
 
+    def close_as_cleanup(self) -> list[TraceContextError]:
+        """Close an open block for its owner (a leak's clean-up); the owner's own later exit is then silent."""
+        return self._close(orphan=True)
+
     def _activate(self) -> None:
         self._prev_owner = self.owner_var.get()
         self._value_token = self.value_var.set(self._value)

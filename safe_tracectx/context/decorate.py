@@ -1,7 +1,8 @@
-"""The decorator form of every manager: a fresh block per call, per resumption of a generator or coroutine.
+"""The decorator form of every manager: a fresh block per call (per generator or coroutine, in its own Context).
 
-The block is active while the body runs and not while a generator or
-coroutine is suspended, so it never leaks into the caller between resumptions::
+A generator or coroutine runs in a Context of its own, so the block is active
+while the body runs and not while it is suspended: it never leaks into the
+caller between resumptions, and the body may hold inner blocks across them::
 
     >>> from thunder.core.trace import TraceCtx, get_tracectx
     >>> from safe_tracectx import tracectx
@@ -17,6 +18,7 @@ coroutine is suspended, so it never leaks into the caller between resumptions::
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import types
@@ -32,24 +34,37 @@ _Make = Callable[[], AbstractContextManager[Any]]
 
 @types.coroutine
 def _drive(body: Generator[Any, Any, Any] | Coroutine[Any, Any, Any], make: _Make) -> Generator[Any, Any, Any]:
-    """Run ``body`` (a generator or coroutine) one step at a time, each step inside a fresh ``make()`` block."""
+    """Run ``body`` (a generator or coroutine) inside one ``make()`` block, in a Context of its own.
+
+    Each step runs in that Context, so the block (and any block the body holds
+    across a ``yield`` or ``await``) is active while the body runs and invisible to
+    the caller between steps, as an asyncio task's context is.
+    """
+    context = contextvars.copy_context()
+    manager = make()
+    context.run(manager.__enter__)
     sent: Any = None
     thrown: BaseException | None = None
     while True:
-        with make():
-            try:
-                if thrown is not None:
-                    error, thrown = thrown, None
-                    value = body.throw(error)
-                else:
-                    value = body.send(sent)
-            except StopIteration as stop:
-                return stop.value
+        try:
+            if thrown is not None:
+                error, thrown = thrown, None
+                value = context.run(body.throw, error)
+            else:
+                value = context.run(body.send, sent)
+        except StopIteration as stop:
+            context.run(manager.__exit__, None, None, None)
+            return stop.value
+        except BaseException as error:  # noqa: BLE001 - the block sees it leave, then it propagates
+            context.run(manager.__exit__, type(error), error, error.__traceback__)
+            raise
         try:
             sent = yield value
-        except GeneratorExit:
-            with make():
-                body.close()
+        except GeneratorExit as closing:
+            try:
+                context.run(body.close)
+            finally:
+                context.run(manager.__exit__, GeneratorExit, closing, None)
             raise
         except BaseException as error:  # noqa: BLE001 - handed to the body, as a plain generator would
             thrown, sent = error, None

@@ -1,8 +1,9 @@
 """The read-only snapshot: a trace's state at a block's enter, to diff and restore at its exit.
 
-Inside the block the trace names into a working copy of its ``names`` set, so
-a trace made there with ``from_trace`` (which shares ``names``) keeps every
-name it registered, while the read-only trace gets its own set back, unchanged::
+Nothing is changed while the block runs (other readers in other threads or
+tasks see the trace as it is). If names were added, the trace gets a fresh set
+with its names at entry, and the set it had is left to whoever shares it: a
+trace made inside the block with ``from_trace`` keeps every name it registered::
 
     >>> from thunder.core.trace import TraceCtx, from_trace
     >>> from safe_tracectx.context.readonly import Snapshot
@@ -13,8 +14,8 @@ name it registered, while the read-only trace gets its own set back, unchanged::
     >>> made_inside.add_name("t0")
     >>> snapshot.restore(trace)
     (['t0'], [])
-    >>> trace.names is original, sorted(trace.names), sorted(made_inside.names)
-    (True, [], ['t0'])
+    >>> sorted(trace.names), sorted(made_inside.names), made_inside.names is original
+    ([], ['t0'], True)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = ["Snapshot"]
 class Snapshot:
     """A read-only trace's names, counters, bound symbols, scopes and object names at entry."""
 
-    __slots__ = ("names", "names_copy", "working", "counters", "bsyms", "bsyms_copy", "scopes", "scopes_copy", "objects")
+    __slots__ = ("names", "names_copy", "counters", "bsyms", "bsyms_copy", "scopes", "scopes_copy", "objects")
 
     def __init__(self, trace: TraceCtx) -> None:
         self.names: set[str] = trace.names
@@ -40,19 +41,16 @@ class Snapshot:
         self.scopes: list[Any] = trace.scopes
         self.scopes_copy = list(self.scopes)
         self.objects = dict(trace._object_ctx)
-        self.working = set(self.names_copy)
-        trace.names = self.working  # last: nothing above can fail after the trace was touched
 
     def restore(self, trace: TraceCtx) -> tuple[list[str], list[Any]]:
         """Put ``trace`` back as it was; return the names and bound symbols that were added."""
-        added_names = sorted((trace.names | self.working | self.names) - self.names_copy)
+        added_names = sorted((trace.names | self.names) - self.names_copy)
         known = {id(b) for b in self.bsyms_copy}
         added_bsyms = [b for b in trace.bound_symbols if id(b) not in known]
-        if len(self.names) != len(self.names_copy) or self.names != self.names_copy:
-            self.names.clear()  # changed through a trace that shared it before the block
-            self.names.update(self.names_copy)
-        trace.names = self.names
-        trace.name_ctr, trace.obj_name_ctr = self.counters
+        if added_names or trace.names is not self.names:
+            trace.names = set(self.names_copy)  # a fresh set: traces sharing the old one keep their names
+        if added_names:
+            trace.name_ctr, trace.obj_name_ctr = self.counters
         self.bsyms[:] = self.bsyms_copy
         self.scopes[:] = self.scopes_copy
         trace.scopes = self.scopes

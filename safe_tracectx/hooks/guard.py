@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 from contextvars import Token
 from typing import Any, ClassVar, Final
 
 from safe_tracectx import events
 from safe_tracectx.actions import act
 from safe_tracectx.callsite import CallSite, find_call_site
-from safe_tracectx.context.blocks import ENDED, TRACE_VAR, Block, open_blocks
+from safe_tracectx.context.blocks import ENDED, OWNER_VAR, TRACE_VAR, Block, open_blocks
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.labels import describe_trace
 
@@ -35,6 +36,7 @@ __all__ = [
     "guarded_set_tracectx",
     "next_serial",
     "open_blocks",
+    "open_raw_blocks",
     "raw_block_of",
     "release_all",
 ]
@@ -48,7 +50,7 @@ _serials: Final = itertools.count()
 class RawBlock(Block):
     """A ``set_tracectx(trace)`` made while installed, found again by its token."""
 
-    __slots__ = ("_site", "_serial")
+    __slots__ = ("_site", "_serial", "_thread")
 
     unbalanced_fix: ClassVar[str] = FIXES["raw_set"]
 
@@ -56,6 +58,7 @@ class RawBlock(Block):
         Block.__init__(self, trace)
         self._site = site
         self._serial = next(_serials)
+        self._thread = threading.current_thread()
 
     @property
     def token(self) -> Token[Any]:
@@ -66,6 +69,16 @@ class RawBlock(Block):
     def site(self) -> CallSite | None:
         """Where ``set_tracectx`` was called."""
         return self._site
+
+    @property
+    def thread(self) -> str:
+        """The name of the thread that made the set."""
+        return self._thread.name
+
+    @property
+    def thread_alive(self) -> bool:
+        """Whether the thread that made the set still runs (and so may still reset it)."""
+        return self._thread.is_alive()
 
     @property
     def serial(self) -> int:
@@ -90,10 +103,6 @@ class RawBlock(Block):
         for error in errors:
             act(error, in_flight=in_flight)
 
-    def force_close(self) -> list[TraceContextError]:
-        """Close a leaked set as its enclosing block would; the owner's own later reset is then silent."""
-        return self._close(orphan=True)
-
 
 def next_serial() -> int:
     """The serial the next set will get (an installation's sets are those from here on)."""
@@ -114,6 +123,15 @@ def _foreign_reset(token: Token[Any]) -> None:
     """Reset a token this guard did not hand out (made before install(), or already reset)."""
     if not isinstance(token, Token) or token.var is not TRACE_VAR:
         TRACE_VAR.reset(token)  # not a trace token at all: Python's own error
+        return
+    top = OWNER_VAR.get()
+    if top is not None and top.is_open and TRACE_VAR.get(None) is top._value:
+        problem = (
+            f"was called with a token made before install() while {top.label()} is active: resetting it "
+            "now would end that block's trace under it; nothing was changed"
+        )
+        error = UnbalancedContextError(f"reset_tracectx() {problem}", fix=FIXES["raw_set"], site=find_call_site())
+        act(error, in_flight=sys.exc_info()[1])
         return
     try:
         TRACE_VAR.reset(token)
@@ -154,8 +172,13 @@ def close_leaked(
     found: list[TraceContextError] = []
     for block in leaked:
         if block.is_open:
-            found += [e for e in block.force_close() if not isinstance(e, UnbalancedContextError)]
+            found += [e for e in block.close_as_cleanup() if not isinstance(e, UnbalancedContextError)]
     return leaked, found
+
+
+def open_raw_blocks(*, since: int = 0) -> list[RawBlock]:
+    """The raw sets open in any thread or Context, made from serial ``since`` on, oldest first."""
+    return sorted((b for b in _blocks_by_token.values() if b.is_open and b._serial >= since), key=lambda b: b._serial)
 
 
 def release_all() -> None:

@@ -18,6 +18,8 @@ ends; the hooks are removed (every original put back) when the outermost ends::
 
 from __future__ import annotations
 
+import sys
+import threading
 from types import TracebackType
 from typing import Final
 
@@ -26,7 +28,15 @@ from safe_tracectx.auditlog import AuditLog
 from safe_tracectx.callsite import CallSite, find_call_site
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.hooks import guard, patching
-from safe_tracectx.policy import Policy, as_policy, get_policy, swap_default_policy
+from safe_tracectx.policy import (
+    POLICY_VAR,
+    Policy,
+    as_policy,
+    default_policy,
+    get_policy,
+    or_default,
+    swap_default_policy,
+)
 
 __all__ = [
     "Installation",
@@ -48,13 +58,14 @@ _patches: Final[list[patching.Patch]] = []
 class Installation:
     """One ``install()`` (or ``installed()``, ``audit()``, ``safe-tracectx run``, the pytest plugin) until it ends."""
 
-    __slots__ = ("owner", "policy", "audit_log", "site", "_since", "_replaced", "_active")
+    __slots__ = ("owner", "policy", "audit_log", "site", "thread", "_since", "_replaced", "_active")
 
     def __init__(self, owner: str, policy: Policy | None, audit_log: AuditLog | None, site: CallSite | None) -> None:
         self.owner = owner
         self.policy = policy
         self.audit_log = audit_log
         self.site = site
+        self.thread = threading.get_ident()
         self._active = False
         self._since = 0
         self._replaced: Policy | None = None
@@ -83,7 +94,7 @@ class Installation:
         return self
 
     def _finish(self) -> list[TraceContextError]:
-        """Close this installation's leaked sets (in this context), stop its audit, put back the policy."""
+        """Close this installation's leaked sets in this context; report those left open in other threads."""
         leaked, errors = guard.close_leaked(since=self._since)
         if leaked:
             labels = "; ".join(block.label() for block in leaked)
@@ -96,28 +107,56 @@ class Installation:
                     site=leaked[-1].site,
                 ),
             )
+        # A thread that still runs may be inside a balanced block; one that has ended never resets.
+        elsewhere = [b for b in guard.open_raw_blocks(since=self._since) if b not in leaked and not b.thread_alive]
+        if elsewhere:
+            labels = "; ".join(f"{block.label()} [thread {block.thread}]" for block in elsewhere)
+            errors.append(
+                UnbalancedContextError(
+                    f"{len(elsewhere)} set_tracectx() made under {self.owner} by threads that have ended were "
+                    f"never reset: {labels}",
+                    fix=FIXES["raw_set"],
+                    site=elsewhere[-1].site,
+                )
+            )
         return errors
 
     def end(self, *, in_flight: BaseException | None = None) -> None:
-        """End this installation, and any inner one still running (reported); remove the hooks if outermost."""
+        """End this installation and the inner ones its thread still runs (reported); remove the hooks if last.
+
+        A KeyboardInterrupt (or other BaseException) propagating where it is ended is never replaced.
+        """
+        if in_flight is None:
+            in_flight = sys.exc_info()[1]
         if not self._active:
             raise UnbalancedContextError(
                 f"{self!r} was ended a second time (or never started)", fix=FIXES["install"], site=find_call_site()
             )
-        policy = get_policy()  # the policy in force judges what ending finds
+        inner = [i for i in _stack[_stack.index(self) + 1 :] if i.thread == self.thread]
+        judge = self._judging_policy(inner)
         found: list[TraceContextError] = []
-        while _stack:
-            inner = _stack[-1]
-            errors: list[TraceContextError] = [] if inner is self else [self._ended_inside(inner)]
-            errors += inner._finish()
+        for installation in [*reversed(inner), self]:
+            errors: list[TraceContextError] = [] if installation is self else [self._ended_inside(installation)]
+            errors += installation._finish()
             for error in errors:  # while the audits of this and the enclosing installations still listen
-                record(error, action_for(error, policy))
-            inner._teardown()
+                record(error, action_for(error, judge))
+            installation._teardown()
             found += errors
-            if inner is self:
-                break
         for error in found:
-            carry_out(error, action_for(error, policy), in_flight=in_flight)
+            carry_out(error, action_for(error, judge), in_flight=in_flight)
+
+    def _judging_policy(self, inner: list[Installation]) -> Policy:
+        """What judges the end: a use_policy block, else this installation's policy, else the default
+        in force once the inner ones are gone (not a policy an inner installation left behind)."""
+        override = POLICY_VAR.get()
+        if override is not None:
+            return override
+        if self.policy is not None:
+            return self.policy
+        for installation in inner:
+            if installation.policy is not None:
+                return or_default(installation._replaced)
+        return get_policy()
 
     def _ended_inside(self, inner: Installation) -> UnbalancedContextError:
         return UnbalancedContextError(
@@ -127,16 +166,26 @@ class Installation:
         )
 
     def _teardown(self) -> None:
-        _stack.pop()
+        index = _stack.index(self)
+        del _stack[index]
         self._active = False
         if self.audit_log is not None:
             self.audit_log.stop()
         if self.policy is not None:
-            swap_default_policy(self._replaced)
+            self._put_back_policy(_stack[index:])
         if not _stack:
             patching.remove(_patches)
             _patches.clear()
             guard.release_all()
+
+    def _put_back_policy(self, above: list[Installation]) -> None:
+        """Hand the default back: to the next installation that replaced ours, else to the process."""
+        for later in above:
+            if later.policy is not None and later._replaced is self.policy:
+                later._replaced = self._replaced
+                return
+        if default_policy() is self.policy:  # not changed by set_default_policy meanwhile
+            swap_default_policy(self._replaced)
 
 
 def begin(owner: str, policy: Policy | str | None = None, *, audit: bool | AuditLog = False) -> Installation:
@@ -173,7 +222,15 @@ def uninstall() -> None:
         raise UnbalancedContextError(
             "uninstall() was called with nothing installed", fix=FIXES["install"], site=find_call_site()
         )
-    innermost = _stack[-1]
+    mine = [i for i in _stack if i.thread == threading.get_ident()]
+    if not mine:
+        raise UnbalancedContextError(
+            "uninstall() was called in a thread that installed nothing (installations of other threads are "
+            "ended there); nothing was changed",
+            fix=FIXES["install"],
+            site=find_call_site(),
+        )
+    innermost = mine[-1]
     if innermost.owner != _BARE:
         raise UnbalancedContextError(
             f"uninstall() has no matching install(): the innermost installation is {innermost!r}; "
@@ -181,7 +238,7 @@ def uninstall() -> None:
             fix=FIXES["install"],
             site=find_call_site(),
         )
-    innermost.end()
+    innermost.end(in_flight=sys.exc_info()[1])
 
 
 def installed_audit_log() -> AuditLog | None:
