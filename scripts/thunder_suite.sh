@@ -18,12 +18,18 @@
 #           by `make env`). Its Thunder is the one tested; the thunder-suite extra and
 #           this package (editable) are installed into it, with constraints.txt less its
 #           lightning-thunder pin, so a Thunder built from source (e.g. main) stays.
-#   OUT     where the logs, JUnit XML and the audit report go (default: build/thunder-suite)
+#   OUT     where the logs, JUnit XML and audit.json go, relative to the repository
+#           (default: build/thunder-suite)
 set -euo pipefail
+python=
+if [ -n "${PYTHON:-}" ]; then  # resolved before the cd below: a relative PYTHON is relative to the caller
+  python=$(command -v "$PYTHON") || { echo "PYTHON=$PYTHON: not found" >&2; exit 2; }
+  python=$(cd "$(dirname "$python")" && echo "$PWD/$(basename "$python")")
+fi
 cd "$(dirname "$0")/.."
 root=$PWD
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 keyword=
 while getopts "k:h" option; do
   case $option in
@@ -34,13 +40,11 @@ done
 shift $((OPTIND - 1))
 
 pip_install=(-m pip install --quiet --disable-pip-version-check)
-if [ -z "${PYTHON:-}" ]; then
+if [ -z "$python" ]; then
   make env
   python=$root/.venv/bin/python
   "$python" "${pip_install[@]}" -c constraints.txt -e '.[thunder-suite]'
 else
-  python=$(command -v "$PYTHON")
-  python=$(cd "$(dirname "$python")" && echo "$PWD/$(basename "$python")")
   if ! "$python" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
     echo "PYTHON=$PYTHON is not a virtual environment's interpreter; refusing to install into it" >&2
     exit 2
