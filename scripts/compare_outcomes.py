@@ -13,12 +13,14 @@ import xml.etree.ElementTree as ET
 
 
 def outcomes(path: str) -> dict[str, str]:
-    """test id -> passed / failed / error / skipped."""
+    """test id -> passed / failed / error / skipped / xfailed (JUnit XML counts an xpass as passed)."""
     result: dict[str, str] = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         test_id = f"{case.get('classname')}::{case.get('name')}"
-        kinds = {child.tag for child in case}
+        kinds = {child.tag: child for child in case}
         outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
+        if outcome == "skipped" and kinds["skipped"].get("type") == "pytest.xfail":
+            outcome = "xfailed"
         result[test_id] = {"failure": "failed"}.get(outcome, outcome)
     return result
 
