@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,16 @@ import thunder.core.trace as tt
 from thunder.core.trace import TraceCtx, from_trace, get_tracectx
 
 import safe_tracectx as stc
-from safe_tracectx import LENIENT, STRICT, UnbalancedContextError, get_policy, set_default_policy, tracectx, use_policy
+from safe_tracectx import (
+    LENIENT,
+    STRICT,
+    Policy,
+    UnbalancedContextError,
+    get_policy,
+    set_default_policy,
+    tracectx,
+    use_policy,
+)
 from safe_tracectx.cli import main
 
 MakeTrace = Callable[..., TraceCtx]
@@ -218,7 +227,7 @@ def test_decorated_generators_and_coroutines_may_hold_blocks_across_yield(make_t
             return get_tracectx() is inner
 
     @use_policy("lenient")
-    def policies() -> object:
+    def policies() -> Iterator[Policy]:
         with use_policy("strict"):
             yield get_policy()
         yield get_policy()
