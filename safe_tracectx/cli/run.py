@@ -1,4 +1,4 @@
-"""``safe-tracectx run`` and ``report``: run a program under the hooks and report, like ``coverage run``.
+"""``safe-tracectx run``: run a program under the hooks and report, like ``coverage run``.
 
 ``run_audited`` is the one place that installs, runs, keeps the program's exit
 status, and prints the report; ``run`` and ``demo`` both use it::
@@ -13,19 +13,17 @@ status, and prints the report; ``run`` and ``demo`` both use it::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import runpy
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TextIO
 
-from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_writable, usage_error
+from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, usage_error
 from safe_tracectx.exitcodes import ExitStatus
 
-__all__ = ["report_command", "run_audited", "run_command", "run_module", "run_script", "split_program"]
+__all__ = ["run_audited", "run_command", "run_module", "run_script", "split_program"]
 
 
 def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -64,23 +62,32 @@ def run_audited(
     fail_on_violation: bool = False,
     out: TextIO | None = None,
     owner: str = "safe-tracectx run",
+    data_file: str | None = None,
+    html_dir: str | None = None,
 ) -> int:
     """Run ``body`` under an auditing installation; print the report; return the exit status.
 
     The status is the program's own (0, its ``sys.exit`` code, 1 if it raised,
     130 for Ctrl-C), unless ``fail_on_violation`` is set and there were
-    violations (a set never reset is one): then 1 if it was 0.
+    violations (a set never reset is one): then 1 if it was 0. Under a
+    ``torch.distributed`` launch each rank writes its own data file and prints
+    a short summary (``cli.outputs.finish_run``).
     """
+    from safe_tracectx.cli.outputs import finish_run
     from safe_tracectx.errors import TraceContextError
     from safe_tracectx.hooks import begin
+    from safe_tracectx.jit_traces import JitRecorder
+    from safe_tracectx.ranks import rank_info
 
     stream = out if out is not None else sys.stdout
     installation = begin(owner, policy, audit=True)
     log = installation.audit_log
     assert log is not None
     status = 0
+    recorder = JitRecorder()
     try:
-        body()
+        with recorder:
+            body()
     except SystemExit as exit_:
         status = _exit_status(exit_.code)
     except KeyboardInterrupt:
@@ -94,11 +101,12 @@ def run_audited(
             installation.end()  # also ends installations the program left running, and closes its leaked sets
         except TraceContextError:
             pass  # recorded as a violation: the report below shows it
-    print(file=stream)
-    print(log.report(top=top), file=stream, flush=True)
-    if json_path is not None:
-        Path(json_path).write_text(log.to_json() + "\n", encoding="utf-8")
-        print(f"\naudit log written to {json_path}", file=stream)
+    document = log.to_dict()
+    with log.stopped():
+        document["jit_traces"] = recorder.runs()
+    finish_run(
+        document, info=rank_info(), json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
+    )
     if fail_on_violation and log.violations and status == 0:
         status = ExitStatus.VIOLATIONS
     return status
@@ -136,8 +144,8 @@ def run_module(name: str, args: Sequence[str]) -> Callable[[], None]:
 
 def run_command(args: argparse.Namespace, program: list[str], parser: argparse.ArgumentParser) -> int:
     """``safe-tracectx run``: check the arguments before anything runs, then run and report."""
-    if args.json is not None and (problem := check_writable(args.json)) is not None:
-        return usage_error(parser, f"--json: {problem}")
+    if (problem := check_outputs(args)) is not None:
+        return usage_error(parser, problem)
     if args.module is not None:
         body = run_module(args.module, program)
     elif program:
@@ -151,27 +159,11 @@ def run_command(args: argparse.Namespace, program: list[str], parser: argparse.A
 
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
     return run_audited(
-        body, policy=args.policy, json_path=args.json, top=args.top, fail_on_violation=args.fail_on_violation
+        body,
+        policy=args.policy,
+        json_path=args.json,
+        top=args.top,
+        fail_on_violation=args.fail_on_violation,
+        data_file=args.data_file,
+        html_dir=args.html,
     )
-
-
-def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``safe-tracectx report DATA.json``: a saved audit's report again (text, or ``--json``)."""
-    from safe_tracectx.auditlog import JSON_SCHEMA
-    from safe_tracectx.report import render_text
-
-    if args.top < 0:
-        return usage_error(parser, "--top must be >= 0")
-    try:
-        document = json.loads(Path(args.data_file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeError, ValueError) as error:
-        return usage_error(parser, f"cannot read {args.data_file}: {error}")
-    if not isinstance(document, dict) or document.get("schema") != JSON_SCHEMA:
-        return usage_error(
-            parser, f"{args.data_file} is not a safe-tracectx audit (schema {JSON_SCHEMA}); write one with run --json FILE"
-        )
-    if args.json:
-        print(json.dumps(document, indent=2))
-    else:
-        print(render_text(document, top=args.top))
-    return ExitStatus.OK
