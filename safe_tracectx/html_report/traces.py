@@ -15,7 +15,6 @@ __all__ = ["render_pass"]
 MAX_ROWS = 3000
 _CONTEXT = 3
 _MAX_COLUMNS = 8
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 Row = list[Any]
 
 
@@ -35,9 +34,19 @@ def _output(report: Report, member: int, label: str, name: str, new: bool, shape
     return f'<a class="new" href="sites.html#site-{site}" title="created at {esc(where)}">{esc(name)}</a>{extra}'
 
 
-def _trace_table(report: Report, member: int, label: str, trace: list[Row], *, new: set[str], flagged: set[str],
+def _mentioned(trace: list[Row], messages: list[str]) -> set[str]:
+    """The output names a message mentions as a whole word (not one inside a longer mentioned name)."""
+    found: set[str] = set()
+    for name in _names(trace):
+        if any(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", message) for message in messages):
+            found.add(name)
+    return {name for name in found if not any(name != other and name in other for other in found)}
+
+
+def _trace_table(report: Report, member: int, label: str, trace: list[Row], *, new: set[str], messages: list[str],
                  anchor: str, marks: dict[int, str]) -> str:
     rows, classes = [], []
+    flagged = _mentioned(trace, messages)
     for index, row in enumerate(trace[:MAX_ROWS]):
         symbol, outs, shapes, dtypes = (list(row) + [[], [], []])[:4]
         shapes = shapes or [None] * len(outs)
@@ -51,17 +60,17 @@ def _trace_table(report: Report, member: int, label: str, trace: list[Row], *, n
     return table(["#", "bound symbol", "outputs (shape dtype)"], rows, classes=classes, css="trace") + more
 
 
-def _violations(report: Report, key: tuple[str, int]) -> tuple[str, set[str]]:
-    """The run's and the audit's violations of this pass, and the words they mention (to highlight in place)."""
+def _violations(report: Report, key: tuple[str, int]) -> tuple[str, list[str]]:
+    """The run's and the audit's violations of this pass (HTML), and their messages (to highlight in place)."""
     label, _ = key
     parts: list[str] = []
-    words: set[str] = set()
+    words: list[str] = []
     for member, run in zip(report.members, report.runs[key]):
         messages = [str(v) for v in (run or {}).get("violations", [])]
         messages += [str(v.get("message")) for v in member["audit"].get("violations", []) if v.get("pass") == label]
         for message in messages:
             parts.append(f'<div class="msg"><b>{esc(member["name"])}</b>: {esc(message)}</div>')
-            words |= set(_WORD.findall(message))
+            words.append(message)
     return "".join(parts), words
 
 
@@ -128,13 +137,13 @@ def render_pass(report: Report, key: tuple[str, int]) -> str:
         source = inputs[min(trace_index, len(inputs) - 1)] if inputs else None
         new = _names(trace) - _names(source or [])
         here = {i: name for (t, i), name in marks.items() if t == trace_index}
-        output = _trace_table(report, member, label, trace, new=new, flagged=words, anchor=f"t{trace_index}", marks=here)
+        output = _trace_table(report, member, label, trace, new=new, messages=words, anchor=f"t{trace_index}", marks=here)
         title = f"<h3>Output trace {trace_index} of {esc(report.members[member]['name'])}: {len(trace)} bound symbols, {len(new)} new proxies</h3>"
         if source is None:
             sections.append(title + output)
             continue
         previous_label = esc((before or {}).get("label", ""))
-        input_html = _trace_table(report, member, "", source, new=set(), flagged=set(), anchor=f"in{trace_index}", marks={})
+        input_html = _trace_table(report, member, "", source, new=set(), messages=[], anchor=f"in{trace_index}", marks={})
         sections.append(title + f'<div class="sides"><div><h3>Input (output of {previous_label})</h3>{input_html}</div>'
                         f"<div><h3>Output</h3>{output}</div></div>")
     body = (
