@@ -3,8 +3,8 @@
 Schema ``safe-tracectx/combined`` version 1 (docs/multi-rank.md). Each member is a
 data file's audit document with where it came from; ``divergences`` lists, per
 pass label and occurrence, the first bound symbol where the members' output
-traces differ (``carried``: an earlier pass of the same role diverged already, so
-this one may only carry that difference on)::
+traces differ (``carried``: an earlier pass diverged already, so this one may only
+carry that difference on)::
 
     >>> from safe_tracectx.combine import combine, member_document
     >>> def doc(rank, symbols):
@@ -127,18 +127,17 @@ def find_divergences(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for runs in keyed:
         order.update(dict.fromkeys(runs))
     found: list[dict[str, Any]] = []
-    diverged_roles: set[Any] = set()
+    diverged = False
     for label, occurrence in order:
         runs_here = [runs.get((label, occurrence)) for runs in keyed]
-        role = next((run.get("role") for run in runs_here if run is not None), None)
         base = {"error": "RankDivergence", "check": "rank_divergence", "action": "report", "pass": label,
-                "occurrence": occurrence, "site": None, "thread": None, "carried": role in diverged_roles}
+                "occurrence": occurrence, "site": None, "thread": None, "carried": diverged}
         if any(run is None for run in runs_here):
             missing = [name for name, run in zip(names, runs_here) if run is None]
             found.append({**base, "trace": None, "index": None, "had": {name: None for name in missing},
                           "message": f"pass {label!r} (run {occurrence + 1}) ran on some ranks but not on {', '.join(missing)}",
                           "fix": "a pass that runs on one rank only: look for rank-dependent configuration or branches"})
-            diverged_roles.add(role)
+            diverged = True
             continue
         prints = [run.get("fingerprints") or [] for run in runs_here if run is not None]
         for trace_index in range(max(len(p) for p in prints)):
@@ -153,7 +152,7 @@ def find_divergences(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                      f"{trace_index}, at bound symbol {index}: {described}",
                           "fix": "the ranks built different traces: look for a branch on the rank, or on data or "
                                  "shapes that differ by rank, before this symbol"})
-            diverged_roles.add(role)
+            diverged = True
     return found
 
 

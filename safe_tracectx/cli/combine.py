@@ -65,7 +65,9 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         combined = combine(load_members(files))
     except DataFileError as error:
         return usage_error(parser, str(error))
-    Path(args.output).write_text(json.dumps(combined, indent=1, default=str) + "\n", encoding="utf-8")
+    from safe_tracectx.cli.outputs import write_document
+
+    write_document(combined, args.output, compact=True)
     divergences = combined["divergences"]
     names = ", ".join(m["name"] for m in combined["members"])
     print(f"combined {len(files)} data files ({names}) into {args.output} in {time.perf_counter() - started:.2f}s")

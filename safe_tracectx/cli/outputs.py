@@ -32,9 +32,10 @@ def rank_data_file(path: str | None, info: RankInfo | None) -> str | None:
     return f"{stem}.rank{info.rank}.{suffix}" if dot and "/" not in suffix else f"{path}.rank{info.rank}"
 
 
-def write_document(document: dict[str, Any], path: str) -> None:
-    """The document as JSON at ``path``."""
-    Path(path).write_text(json.dumps(document, indent=1, default=str) + "\n", encoding="utf-8")
+def write_document(document: dict[str, Any], path: str, *, compact: bool = False) -> None:
+    """The document as JSON at ``path``: indented, or ``compact`` (data files: a third smaller, faster to combine)."""
+    text = json.dumps(document, default=str, **({"separators": (",", ":")} if compact else {"indent": 2}))
+    Path(path).write_text(text + "\n", encoding="utf-8")
 
 
 def finish_run(
@@ -62,7 +63,7 @@ def finish_run(
         write_document(document, written)
         print(f"\naudit log written to {written}", file=stream)
     if target is not None:
-        write_document(document, target)
+        write_document(document, target, compact=True)
     if info is not None:
         stream.write(rank_summary(document, info, target) + "\n")  # one write: ranks share the terminal
         stream.flush()

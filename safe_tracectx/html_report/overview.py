@@ -81,12 +81,18 @@ def _divergences(report: Report) -> str:
         return '<p class="muted">One data file: nothing to compare (combine the ranks\' data files).</p>'
     if not report.divergences:
         return '<p><span class="badge ok">none</span> every rank built the same traces.</p>'
-    parts = []
+    parts, carried = [], []
     for divergence in report.divergences:
         key = (divergence["pass"], divergence["occurrence"])
         anchor = "#divergence" if divergence.get("index") is None else f"#div-{divergence['trace']}-{divergence['index']}"
         link = f'<a href="{esc(report.page_of(key) + anchor)}">{esc(divergence["pass"])}</a>' if key in report.runs else ""
-        parts.append(f'<div class="msg">{link}: {esc(divergence["message"])}</div>')
+        if divergence.get("carried"):
+            carried.append(link or esc(divergence["pass"]))
+        else:
+            parts.append(f'<div class="msg">{link}: {esc(divergence["message"])}<br>'
+                         f'<span class="muted">fix: {esc(divergence["fix"])}</span></div>')
+    if carried:
+        parts.append(f"<p>Carried on by the later passes: {', '.join(carried)}</p>")
     return "".join(parts)
 
 
@@ -95,8 +101,8 @@ def render_index(report: Report) -> str:
     world = "" if report.world_size is None else f", world size {report.world_size}"
     body = (
         f"<h2>Ranks and runs ({len(report.members)} data files{esc(world)})</h2>{_members_table(report)}"
-        f'<h2 id="divergence">Rank divergence ({len(report.divergences)})</h2>{_divergences(report)}'
         f"<h2>Passes</h2>{_passes_table(report)}"
+        f'<h2 id="divergence">Rank divergence ({len(report.divergences)})</h2>{_divergences(report)}'
         f"<h2>Violations</h2>{_violations(report)}"
     )
     return page("safe-tracectx report", body, nav=NAV)

@@ -23,8 +23,8 @@ th { background: #eef2f6; } td.num { text-align: right; font-variant-numeric: ta
 code, .trace td { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12.5px; }
 .sides { display: flex; gap: 18px; align-items: flex-start; flex-wrap: wrap; }
 .sides > div { flex: 1 1 0; min-width: 380px; overflow-x: auto; }
-a.new, span.new { background: #d9f5dd; color: #0b5d1e; border-radius: 3px; padding: 0 2px; text-decoration: none; }
-a.new:hover { text-decoration: underline; }
+a.new, span.new { background: #d9f5dd; color: #0b5d1e; border-radius: 3px; padding: 0 2px; }
+a.new { text-decoration: underline dotted; } a.new:hover { text-decoration: underline; }
 tr.violation td { background: #ffe1e1; } tr.diverges td { background: #ffe9b8; }
 .badge { display: inline-block; border-radius: 9px; padding: 0 8px; font-size: 12px; }
 .ok { background: #d9f5dd; color: #0b5d1e; } .bad { background: #ffd0d0; color: #8a1010; }

@@ -79,7 +79,14 @@ def _divergence_view(report: Report, key: tuple[str, int]) -> tuple[str, dict[tu
     parts: list[str] = []
     marks: dict[tuple[int, int], str] = {}
     for divergence in [d for d in report.divergences if (d["pass"], d["occurrence"]) == key]:
-        parts.append(f'<div class="msg">{esc(divergence["message"])}</div>')
+        carried = ""
+        if divergence.get("carried"):
+            first = next((d for d in report.divergences if not d.get("carried")), None)
+            if first is not None and (first["pass"], first["occurrence"]) in report.runs:
+                page_name = report.page_of((first["pass"], first["occurrence"]))
+                carried = (f'<br><span class="muted">carried on from an earlier pass: where it starts is '
+                           f'<a href="{esc(page_name)}#divergence">{esc(first["pass"])}</a></span>')
+        parts.append(f'<div class="msg">{esc(divergence["message"])}{carried}</div>')
         index, trace_index = divergence.get("index"), divergence.get("trace")
         if index is None or trace_index is None:
             continue
