@@ -69,15 +69,28 @@ def _read(path: Path) -> dict[str, Any]:
     return document
 
 
-def load_members(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """The members of every file: an audit document is one, a combined document brings its own."""
+def _rank_number(member: dict[str, Any]) -> int | None:
+    rank = member["audit"].get("rank")
+    number = rank.get("rank") if isinstance(rank, dict) else None
+    return number if isinstance(number, int) else None
+
+
+def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> list[dict[str, Any]]:
+    """The members of every file: an audit document is one, a combined document brings its own.
+
+    Without ``all_events``, the raw event stream is dropped as each file is read
+    from every member but rank 0 (or, with no ranks, the first file): counts,
+    passes, pass runs, call sites and violations stay; memory stays about one data file's events.
+    """
     members: list[dict[str, Any]] = []
     for path in paths:
         document = _read(Path(path))
-        if document["schema"] == COMBINED_SCHEMA:
-            members += document["members"]
-        else:
-            members.append(member_document(document, str(path)))
+        found = document["members"] if document["schema"] == COMBINED_SCHEMA else [member_document(document, str(path))]
+        for member in found:
+            number = _rank_number(member)
+            if not all_events and (number > 0 if number is not None else bool(members)):
+                member["audit"]["events"] = []
+            members.append(member)
     return members
 
 
@@ -91,9 +104,8 @@ def _unique_names(members: list[dict[str, Any]]) -> None:
 
 
 def _sort_key(member: dict[str, Any]) -> tuple[int, str]:
-    rank = member["audit"].get("rank")
-    number = rank.get("rank") if isinstance(rank, dict) else None
-    return (number if isinstance(number, int) else 1 << 30, member["source"])
+    number = _rank_number(member)
+    return (number if number is not None else 1 << 30, member["source"])
 
 
 def _occurrences(runs: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -164,15 +176,23 @@ def _describe(row: list[Any] | None) -> str:
     return f"{name} -> {', '.join(parts) or '()'}"
 
 
-def combine(members: list[dict[str, Any]]) -> dict[str, Any]:
-    """The combined document: members sorted by rank, then source; and the divergences among them."""
+def combine(members: list[dict[str, Any]], *, all_events: bool = True) -> dict[str, Any]:
+    """The combined document: members sorted by rank, then source; and the divergences among them.
+
+    Without ``all_events`` only the first member keeps its ``events`` (the HTML
+    report links the first member's new proxies to their call sites from them).
+    """
     members = sorted(members, key=_sort_key)
+    if not all_events:
+        for member in members[1:]:
+            member["audit"]["events"] = []
     _unique_names(members)
     world_sizes = {m["audit"]["rank"].get("world_size") for m in members if isinstance(m["audit"].get("rank"), dict)}
     return {
         "schema": COMBINED_SCHEMA,
         "version": COMBINED_VERSION,
         "world_size": world_sizes.pop() if len(world_sizes) == 1 else None,
+        "events": "all" if all_events else "first member",
         "members": members,
         "divergences": find_divergences(members),
     }

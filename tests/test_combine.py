@@ -124,3 +124,14 @@ def test_rank_environment_and_data_file_names() -> None:
     info = RankInfo(rank=5, world_size=64, local_rank=5, host="h")
     assert rank_data_file("/shared/audit", info) == "/shared/audit.rank5"
     assert rank_data_file("/shared/run.{rank}.json", info) == "/shared/run.5.json"
+
+
+def test_without_all_events_only_the_first_member_keeps_its_events(tmp_path: Path) -> None:
+    event = {"kind": "proxy_created", "site": None, "detail": {"name": "t0"}}
+    documents = [audit_document(rank, [pass_run("t", BASE)], events=[event]) for rank in (0, 1)]
+    paths = _write(tmp_path, documents)
+    slim = combine(load_members(paths, all_events=False), all_events=False)
+    assert [len(m["audit"]["events"]) for m in slim["members"]] == [1, 0] and slim["events"] == "first member"
+    assert slim["members"][1]["audit"]["counts"] == documents[1]["counts"]
+    full = combine(load_members(paths))
+    assert [len(m["audit"]["events"]) for m in full["members"]] == [1, 1] and full["events"] == "all"

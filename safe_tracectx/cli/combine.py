@@ -31,6 +31,11 @@ def add_combine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", default=COMBINED_DEFAULT, metavar="FILE", help=f"default: {COMBINED_DEFAULT}")
     parser.add_argument("--fail-on-divergence", action="store_true", help="exit 1 if the ranks diverge")
+    parser.add_argument(
+        "--all-events", action="store_true",
+        help="keep every member's raw events (default: the first member's only; counts, passes, "
+        "fingerprints, call sites and violations of every member are always kept)",
+    )
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +67,7 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         return usage_error(parser, f"--output: {problem}")
     started = time.perf_counter()
     try:
-        combined = combine(load_members(files))
+        combined = combine(load_members(files, all_events=args.all_events), all_events=args.all_events)
     except DataFileError as error:
         return usage_error(parser, str(error))
     from safe_tracectx.cli.outputs import write_document
