@@ -15,8 +15,8 @@ carry that difference on)::
     []
     >>> differ = combine([member_document(doc(0, ["add"]), "a"), member_document(doc(1, ["add", "mul"]), "b")])
     >>> d = differ["divergences"][0]
-    >>> d["pass"], d["index"], d["had"]["rank 1"][0]
-    ('fusion', 1, 'mul')
+    >>> d["pass"], d["index"], d["had"]["rank 1"][0], d["differs"]
+    ('fusion', 1, 'mul', ['missing'])
 """
 
 from __future__ import annotations
@@ -159,13 +159,25 @@ def find_divergences(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             had = {name: (t[index] if index < len(t) else None) for name, t in zip(names, traces)}
             described = "; ".join(f"{name}: {_describe(row)}" for name, row in had.items())
-            found.append({**base, "trace": trace_index, "index": index, "had": had,
+            differs = _differs(list(had.values()))
+            found.append({**base, "trace": trace_index, "index": index, "had": had, "differs": differs,
                           "message": f"ranks diverge in pass {label!r} (run {occurrence + 1}), output trace "
-                                     f"{trace_index}, at bound symbol {index}: {described}",
+                                     f"{trace_index}, at bound symbol {index} ({', '.join(differs)}): {described}",
                           "fix": "the ranks built different traces: look for a branch on the rank, or on data or "
                                  "shapes that differ by rank, before this symbol"})
             diverged = True
     return found
+
+
+_PARTS: Final = ("symbol", "names", "shapes", "dtypes")
+
+
+def _differs(rows: list[list[Any] | None]) -> list[str]:
+    """Which parts of the rows differ: ``symbol``, ``names``, ``shapes``, ``dtypes`` (``missing``: a trace ended)."""
+    if any(row is None for row in rows):
+        return ["missing"]
+    padded = [(list(row) + [None] * 4)[:4] for row in rows if row is not None]
+    return [part for i, part in enumerate(_PARTS) if any(row[i] != padded[0][i] for row in padded[1:])]
 
 
 def _describe(row: list[Any] | None) -> str:

@@ -78,11 +78,15 @@ def render_combined(combined: dict[str, Any], *, top: int = 15) -> str:
             out += [f"  [{v.get('error')}, {v.get('action')}] {v.get('message')}" for v in violations[: max(top, 1)]]
     divergences: list[dict[str, Any]] = combined.get("divergences", [])
     out += ["", f"Rank divergence ({len(divergences)})"]
+    carried = []
     for divergence in divergences:
-        carried = " (carried on from an earlier pass)" if divergence.get("carried") else ""
-        out.append(f"  [{divergence['error']}]{carried} {divergence['message']}")
-        if not divergence.get("carried"):
-            out.append(f"      fix: {divergence['fix']}")
+        if divergence.get("carried"):
+            carried.append(f"{divergence['pass']} (run {divergence['occurrence'] + 1})")
+            continue
+        out.append(f"  [{divergence['error']}] {divergence['message']}")
+        out.append(f"      fix: {divergence['fix']}")
+    if carried:
+        out.append(f"  carried on by {len(carried)} later pass runs: {', '.join(dict.fromkeys(carried))}")
     if not divergences:
         out.append("  (none: every member built the same traces)" if len(members) > 1 else "  (one member: nothing to compare)")
     return "\n".join(out)

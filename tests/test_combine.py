@@ -34,7 +34,7 @@ def test_a_rank_dependent_branch_is_reported_at_its_pass_and_first_symbol() -> N
     combined = combine([member_document(d, f"r{i}") for i, d in enumerate(rank_documents(4, branch_on=1))])
     [divergence] = combined["divergences"]
     assert divergence["pass"] == "fusion" and divergence["occurrence"] == 0 and divergence["trace"] == 0
-    assert divergence["index"] == 2 and not divergence["carried"]
+    assert divergence["index"] == 2 and not divergence["carried"] and divergence["differs"] == ["symbol"]
     assert divergence["had"]["rank 0"][0] == "cos" and divergence["had"]["rank 1"][0] == "mul"
     assert "'fusion'" in divergence["message"] and "bound symbol 2" in divergence["message"]
     assert "rank 1: mul -> t1[2] float32" in divergence["message"]
