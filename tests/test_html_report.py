@@ -116,3 +116,41 @@ def test_report_and_run_write_html(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["report", str(data), "--html", str(tmp_path / "out")]) == 0
     assert "HTML report written to" in capsys.readouterr().out and (tmp_path / "out" / "index.html").exists()
     assert main(["report", str(data), "--html", str(data)]) == 2
+
+
+PROGRAM = """
+import warnings
+warnings.simplefilter("ignore")
+import torch, thunder
+
+def f(x):
+    return torch.sin(x) * 2
+
+thunder.jit(f)(torch.ones(2))
+"""
+
+
+def test_run_writes_the_data_file_and_html_and_under_a_launch_one_per_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text(PROGRAM)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--data-file", "one.json", "--html", "html", str(program)]) == 0
+    out = capsys.readouterr().out
+    assert "safe-tracectx audit report" in out and "data file written to one.json" in out
+    document = json.loads((tmp_path / "one.json").read_text())
+    assert [r["label"] for r in document["jit_traces"]][0] == "forward: initial trace"
+    assert any(row[0] == "sin" for row in document["jit_traces"][0]["fingerprints"][0])
+    assert (tmp_path / "html" / "index.html").exists() and (tmp_path / "html" / "pass-001.html").exists()
+    # as rank 3 of 4 of a torchrun launch (the environment is all run looks at)
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert main(["run", "--html", "html", str(program)]) == 0
+    out = capsys.readouterr().out
+    assert "safe-tracectx audit report" not in out and "[safe-tracectx] rank 3/4 (local 1" in out
+    ranked = json.loads((tmp_path / ".safe-tracectx.rank3.json").read_text())
+    assert ranked["rank"]["rank"] == 3 and ranked["rank"]["world_size"] == 4
+    assert (tmp_path / "html" / "rank3" / "index.html").exists()
+    assert main(["run", "--data-file", "nowhere/x.json", str(program)]) == 2

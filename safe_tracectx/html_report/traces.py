@@ -132,7 +132,7 @@ def render_pass(report: Report, key: tuple[str, int]) -> str:
         [[f"<td>{esc(m['name'])}</td>"] + (['<td colspan="6" class="muted">did not run</td>'] if r is None else [
             f'<td class="num">{float(r.get("seconds") or 0):.3f}</td>', f'<td class="num">{int(r.get("proxies") or 0)}</td>',
             f"<td>{esc(r.get('changed'))}</td>", f'<td class="num">{len(r.get("violations") or [])}</td>',
-            f"<td>{esc(r.get('kind', ''))}</td>", f"<td>{esc(r.get('role', ''))}</td>"])
+            f"<td>{esc(r.get('kind') or '')}</td>", f"<td>{esc(r.get('role') or '')}</td>"])
          for m, r in zip(report.members, runs)],
     )
     violations, words = _violations(report, key)
