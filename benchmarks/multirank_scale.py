@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from safe_tracectx.cli.outputs import write_document
-from safe_tracectx.combine import combine, load_members, pass_runs
+from safe_tracectx.combine import combine, load_members, pass_runs, paused_gc
 from safe_tracectx.html_report import write_html
 
 
@@ -56,8 +56,9 @@ def measure(template: dict[str, Any], ranks: int, folder: Path) -> dict[str, flo
         write_document(document, str(folder / f".safe-tracectx.rank{rank}.json"), compact=True)
     files = sorted(folder.glob(".safe-tracectx.rank*.json"))
     started = time.perf_counter()
-    everything = combine(load_members(files), all_events=True)
-    write_document(everything, str(folder / "all-events.json"), compact=True)
+    with paused_gc():  # as the CLI does
+        everything = combine(load_members(files), all_events=True)
+        write_document(everything, str(folder / "all-events.json"), compact=True)
     all_events = time.perf_counter() - started
     del everything
     started = time.perf_counter()

@@ -21,8 +21,10 @@ carry that difference on)::
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,6 +37,7 @@ __all__ = [
     "load_members",
     "member_document",
     "pass_runs",
+    "paused_gc",
 ]
 
 COMBINED_SCHEMA: Final = "safe-tracectx/combined"
@@ -57,6 +60,24 @@ def member_document(document: dict[str, Any], source: str) -> dict[str, Any]:
     rank = document.get("rank")
     number = rank.get("rank") if isinstance(rank, dict) else None
     return {"name": f"rank {number}" if isinstance(number, int) else Path(source).name, "source": source, "audit": document}
+
+
+@contextlib.contextmanager
+def paused_gc(*, freeze: bool = False) -> Iterator[None]:
+    """The cyclic collector paused: reading many large files makes millions of lists it would scan again and again.
+
+    ``freeze`` (for a command about to exit): move everything to the permanent
+    generation before resuming, so the collector never scans that JSON data at all.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            if freeze:
+                gc.freeze()
+            gc.enable()
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -83,15 +104,20 @@ def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> lis
     passes, pass runs, call sites and violations stay; memory stays about one data file's events.
     """
     members: list[dict[str, Any]] = []
-    for path in paths:
-        document = _read(Path(path))
-        found = document["members"] if document["schema"] == COMBINED_SCHEMA else [member_document(document, str(path))]
-        for member in found:
-            number = _rank_number(member)
-            if not all_events and (number > 0 if number is not None else bool(members)):
-                member["audit"]["events"] = []
-            members.append(member)
+    with paused_gc():
+        for path in paths:
+            _load_one(Path(path), members, all_events)
     return members
+
+
+def _load_one(path: Path, members: list[dict[str, Any]], all_events: bool) -> None:
+    document = _read(path)
+    found = document["members"] if document["schema"] == COMBINED_SCHEMA else [member_document(document, str(path))]
+    for member in found:
+        number = _rank_number(member)
+        if not all_events and (number > 0 if number is not None else bool(members)):
+            member["audit"]["events"] = []
+        members.append(member)
 
 
 def _unique_names(members: list[dict[str, Any]]) -> None:
@@ -121,6 +147,8 @@ def _occurrences(runs: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, 
 
 def _first_difference(prints: Sequence[list[list[Any]]]) -> int | None:
     """The first bound-symbol index where the fingerprints differ (None: all equal)."""
+    if all(p == prints[0] for p in prints[1:]):  # the usual case, compared in C
+        return None
     longest = max(len(p) for p in prints)
     for index in range(longest):
         rows = [p[index] if index < len(p) else None for p in prints]

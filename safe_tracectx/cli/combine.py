@@ -58,7 +58,8 @@ def _data_files(paths: list[str]) -> list[Path]:
 
 def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Merge the data files into one combined document; print what diverged."""
-    from safe_tracectx.combine import DataFileError, combine, load_members
+    from safe_tracectx.cli.outputs import write_document
+    from safe_tracectx.combine import DataFileError, combine, load_members, paused_gc
 
     files = _data_files(args.paths)
     if not files:
@@ -66,13 +67,12 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if (problem := check_writable(args.output)) is not None:
         return usage_error(parser, f"--output: {problem}")
     started = time.perf_counter()
-    try:
-        combined = combine(load_members(files, all_events=args.all_events), all_events=args.all_events)
-    except DataFileError as error:
-        return usage_error(parser, str(error))
-    from safe_tracectx.cli.outputs import write_document
-
-    write_document(combined, args.output, compact=True)
+    with paused_gc(freeze=True):  # only acyclic JSON data is made: the collector would rescan it all, again and again
+        try:
+            combined = combine(load_members(files, all_events=args.all_events), all_events=args.all_events)
+        except DataFileError as error:
+            return usage_error(parser, str(error))
+        write_document(combined, args.output, compact=True)
     divergences = combined["divergences"]
     names = ", ".join(m["name"] for m in combined["members"])
     print(f"combined {len(files)} data files ({names}) into {args.output} in {time.perf_counter() - started:.2f}s")
