@@ -8,6 +8,7 @@ assertions hold for either.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -44,13 +45,31 @@ tdist.destroy_process_group()
 """
 
 
-def _torchrun(folder: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    (folder / "train.py").write_text(textwrap.dedent(TRAIN))
+LAUNCHES = {
+    "same": ["-m", "safe_tracectx", "run", "train.py"],
+    # the console script, with --no-python
+    "branch": ["--no-python", str(Path(sys.executable).parent / "safe-tracectx"), "run", "train.py", "branch"],
+}
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
+    """Both torchrun launches, started together (each is mostly start-up: importing torch and Thunder)."""
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    run = subprocess.run([*launch, *command], cwd=folder, capture_output=True, text=True, timeout=300,
-                         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return run
+    started: dict[str, tuple[Path, subprocess.Popen[str]]] = {}
+    for name, command in LAUNCHES.items():
+        folder = tmp_path_factory.mktemp(name)
+        (folder / "train.py").write_text(textwrap.dedent(TRAIN))
+        started[name] = folder, subprocess.Popen(
+            [*launch, *command], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+    done: dict[str, tuple[Path, str]] = {}
+    for name, (folder, process) in started.items():
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, out[-3000:] + err[-3000:]
+        done[name] = folder, out
+    return done
 
 
 def _combined(folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -64,12 +83,14 @@ def _combined(folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pyt
 
 
 @pytest.mark.slow
-def test_ddp_ranks_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    run = _torchrun(tmp_path, "-m", "safe_tracectx", "run", "train.py")
+def test_ddp_ranks_agree(
+    launches: dict[str, tuple[Path, str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, stdout = launches["same"]
     for rank in (0, 1):
-        assert f"[safe-tracectx] rank {rank}/2" in run.stdout and f".safe-tracectx.rank{rank}.json" in run.stdout
-    assert "safe-tracectx audit report" not in run.stdout  # a short summary per rank, not two full reports
-    combined = _combined(tmp_path, capsys, monkeypatch)
+        assert f"[safe-tracectx] rank {rank}/2" in stdout and f".safe-tracectx.rank{rank}.json" in stdout
+    assert "safe-tracectx audit report" not in stdout  # a short summary per rank, not two full reports
+    combined = _combined(folder, capsys, monkeypatch)
     assert combined["divergences"] == []
     audit = combined["members"][0]["audit"]
     backward = [symbol for r in audit["jit_traces"] if r["role"] == "backward" for t in r["fingerprints"] for symbol, *_ in t]
@@ -77,17 +98,18 @@ def test_ddp_ranks_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     compared = [symbol for r in pass_runs(audit) for t in r["fingerprints"] for symbol, *_ in t]
     assert any("all_reduce" in symbol for symbol in compared)  # and in what combine compared
     assert "rank divergence: 0 (none)" in capsys.readouterr().out
-    assert main(["report", "--html", str(tmp_path / "html")]) == 0
+    assert main(["report", "--html", str(folder / "html")]) == 0
     text = capsys.readouterr().out
     assert "safe-tracectx combined report" in text and "Rank divergence (0)" in text
-    assert (tmp_path / "html" / "index.html").exists()
+    assert (folder / "html" / "index.html").exists()
 
 
 @pytest.mark.slow
-def test_a_rank_dependent_branch_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    script = str(Path(sys.executable).parent / "safe-tracectx")  # the console script, with --no-python
-    _torchrun(tmp_path, "--no-python", script, "run", "train.py", "branch")
-    combined = _combined(tmp_path, capsys, monkeypatch)
+def test_a_rank_dependent_branch_is_reported(
+    launches: dict[str, tuple[Path, str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, _ = launches["branch"]
+    combined = _combined(folder, capsys, monkeypatch)
     # where it starts (not carried on from an earlier pass): rank 1's extra mul, in a pass both ranks ran;
     # with pass_runs the tracing pass's other output traces (prologue, epilogue) differ there too, by a name
     first = [d for d in combined["divergences"] if not d["carried"]]
