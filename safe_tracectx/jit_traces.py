@@ -85,9 +85,9 @@ def jit_trace_runs(functions: list[Any]) -> list[dict[str, Any]]:
         for role, getter in (("forward", thunder.last_traces), ("backward", thunder.last_backward_traces)):
             try:
                 traces = list(getter(function) or [])
-            except Exception:  # noqa: BLE001 - never called, or not a Thunder function any more
-                traces = []
-            runs += _runs_of([t for t in traces if hasattr(t, "bound_symbols")], role, name)
+                runs += _runs_of([t for t in traces if hasattr(t, "bound_symbols")], role, name)
+            except Exception:  # noqa: BLE001 - never called, not a Thunder function any more, or a trace we cannot read
+                continue
     return runs
 
 

@@ -154,3 +154,20 @@ def test_run_writes_the_data_file_and_html_and_under_a_launch_one_per_rank(
     assert ranked["rank"]["rank"] == 3 and ranked["rank"]["world_size"] == 4
     assert (tmp_path / "html" / "rank3" / "index.html").exists()
     assert main(["run", "--data-file", "nowhere/x.json", str(program)]) == 2
+
+
+def test_jit_trace_runs_skip_what_they_cannot_read() -> None:
+    import thunder
+    import torch
+
+    from safe_tracectx.jit_traces import JitRecorder, jit_trace_runs
+
+    with JitRecorder() as recorder:
+        jitted = thunder.jit(lambda x: torch.cos(x) + 1)
+        never_called = thunder.jit(lambda x: x)
+    assert recorder.functions == [jitted, never_called] and not hasattr(thunder.jit, "__wrapped__")
+    jitted(torch.ones(3))
+    runs = jit_trace_runs([jitted, never_called, object()])
+    assert runs and {r["function"].rsplit(".", 1)[-1] for r in runs} == {"<lambda>"}
+    assert runs[0]["label"] == "forward: initial trace"
+    assert [r["role"] for r in runs].count("backward") == 0  # no grad needed: no backward trace
