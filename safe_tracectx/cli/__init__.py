@@ -1,10 +1,11 @@
-"""The ``safe-tracectx`` command line: ``demo``, ``run``, ``report`` and ``lint`` (like coverage's ``cmdline``).
+"""The ``safe-tracectx`` command line: ``demo``, ``run``, ``combine``, ``report`` and ``lint`` (like coverage's ``cmdline``).
 
     $ safe-tracectx demo                        # the main job on the built-in model
     $ safe-tracectx demo --tour                 # a guided tour of the three managers
     $ safe-tracectx run train.py --lr 0.1       # any Thunder program, audited
     $ safe-tracectx run -m mypackage.train      # a module, like python -m
     $ safe-tracectx report audit.json           # a saved run's report again
+    $ safe-tracectx combine                     # merge the per-rank data files of a torchrun launch
     $ safe-tracectx lint src/                   # the static check
 
 ``main()`` returns an :class:`~safe_tracectx.exitcodes.ExitStatus` (or the
@@ -49,10 +50,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     run.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     add_audit_options(run)
 
-    report = subs["report"] = commands.add_parser("report", help="print the report of a saved audit (run --json FILE)")
-    report.add_argument("data_file", metavar="DATA.json")
-    report.add_argument("--json", action="store_true", help="print the JSON document instead of the text report")
-    report.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (0: none)")
+    from safe_tracectx.cli import combine as combine_cli
+
+    combine = subs["combine"] = commands.add_parser(
+        "combine", help="merge data files (one per rank, or several runs) and compare the ranks' traces"
+    )
+    combine_cli.add_combine_arguments(combine)
+    report = subs["report"] = commands.add_parser(
+        "report", help="print the report of a data file or a combined one (text, --json, --html DIR)"
+    )
+    combine_cli.add_report_arguments(report)
 
     from safe_tracectx.lint import command as lint_command
 
@@ -83,10 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from safe_tracectx.lint import command as lint_command
 
         return lint_command.run(args)
-    if command == "report":
-        from safe_tracectx.cli.run import report_command
+    if command in ("report", "combine"):
+        from safe_tracectx.cli import combine as combine_cli
 
-        return report_command(args, subs["report"])
+        if command == "combine":
+            return combine_cli.combine_command(args, subs["combine"])
+        return combine_cli.report_command(args, subs["report"])
     if getattr(args, "top", 0) < 0:
         return usage_error(subs[command], "--top must be >= 0")
     from safe_tracectx.extras import MissingExtraError, require_thunder

@@ -7,7 +7,7 @@ import sys
 import time
 import warnings
 
-from safe_tracectx.cli.options import check_writable, usage_error
+from safe_tracectx.cli.options import check_outputs, usage_error
 
 __all__ = ["demo_command"]
 
@@ -19,8 +19,8 @@ def demo_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         from safe_tracectx.tour import run_tour
 
         return run_tour(sys.stdout)
-    if args.json is not None and (problem := check_writable(args.json)) is not None:
-        return usage_error(parser, f"--json: {problem}")
+    if (problem := check_outputs(args)) is not None:
+        return usage_error(parser, problem)
     from safe_tracectx.cli.run import run_audited
     from safe_tracectx.demo.main_job import demo_step
 
@@ -34,4 +34,6 @@ def demo_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         top=args.top,
         fail_on_violation=args.fail_on_violation,
         owner="safe-tracectx demo",
+        data_file=args.data_file,
+        html_dir=args.html,
     )

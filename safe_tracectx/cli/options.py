@@ -16,14 +16,14 @@ import sys
 
 from safe_tracectx.exitcodes import ExitStatus
 
-__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_writable", "usage_error"]
+__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_outputs", "check_writable", "usage_error"]
 
 #: The options of ``run`` that take a value (``split_program`` needs to know them).
-AUDIT_OPTIONS_WITH_VALUE = frozenset({"--policy", "--json", "--top", "-m"})
+AUDIT_OPTIONS_WITH_VALUE = frozenset({"--policy", "--json", "--top", "-m", "--data-file", "--html"})
 
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
-    """``--policy``, ``--json``, ``--top``, ``--fail-on-violation``."""
+    """``--policy``, ``--json``, ``--top``, ``--fail-on-violation``, ``--data-file``, ``--html``."""
     parser.add_argument("--policy", choices=("strict", "lenient"), default="strict", help="default: strict")
     parser.add_argument("--json", metavar="FILE", help="also write the audit as JSON (safe-tracectx report FILE reads it)")
     parser.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (default: 15; 0: none)")
@@ -32,6 +32,13 @@ def add_audit_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 if there were violations, a set never reset among them (else the program's status)",
     )
+    parser.add_argument(
+        "--data-file",
+        metavar="FILE",
+        help="write the data file there (under torchrun: one per rank, {rank} in FILE is replaced, "
+        "default .safe-tracectx.rank<RANK>.json); safe-tracectx combine merges them",
+    )
+    parser.add_argument("--html", metavar="DIR", help="also write the HTML report into DIR (under torchrun: DIR/rank<RANK>)")
 
 
 def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
@@ -56,4 +63,15 @@ def check_writable(path: str) -> str | None:
         return f"cannot write {path}: {error.strerror or error}"
     if not existed:
         os.remove(path)
+    return None
+
+
+def check_outputs(args: argparse.Namespace) -> str | None:
+    """Why ``--json``, ``--data-file`` or ``--html`` cannot be written (None: they can)."""
+    for option, path in (("--json", args.json), ("--data-file", getattr(args, "data_file", None))):
+        if path is not None and (problem := check_writable(path.replace("{rank}", "0"))) is not None:
+            return f"{option}: {problem}"
+    html = getattr(args, "html", None)
+    if html is not None and os.path.exists(html) and not os.path.isdir(html):
+        return f"--html: {html} exists and is not a folder"
     return None

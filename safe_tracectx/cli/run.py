@@ -1,4 +1,4 @@
-"""``safe-tracectx run`` and ``report``: run a program under the hooks and report, like ``coverage run``.
+"""``safe-tracectx run``: run a program under the hooks and report, like ``coverage run``.
 
 ``run_audited`` is the one place that installs, runs, keeps the program's exit
 status, and prints the report; ``run`` and ``demo`` both use it::
@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import runpy
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TextIO
 
-from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_writable, usage_error
+from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, usage_error
 from safe_tracectx.exitcodes import ExitStatus
 
-__all__ = ["report_command", "run_audited", "run_command", "run_module", "run_script", "split_program"]
+__all__ = ["run_audited", "run_command", "run_module", "run_script", "split_program"]
 
 
 def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -65,24 +63,33 @@ def run_audited(
     fail_on_violation: bool = False,
     out: TextIO | None = None,
     owner: str = "safe-tracectx run",
+    data_file: str | None = None,
+    html_dir: str | None = None,
 ) -> int:
     """Run ``body`` under an auditing installation; print the report; return the exit status.
 
     The status is the program's own (0, its ``sys.exit`` code, 1 if it raised,
     130 for Ctrl-C), unless ``fail_on_violation`` is set and there were
-    violations (a set never reset is one): then 1 if it was 0.
+    violations (a set never reset is one): then 1 if it was 0. Under a
+    ``torch.distributed`` launch each rank writes its own data file and prints
+    a short summary (``cli.outputs.finish_run``).
     """
+    from safe_tracectx.cli.outputs import finish_run
     from safe_tracectx.errors import TraceContextError
     from safe_tracectx.hooks import begin
+    from safe_tracectx.jit_traces import JitRecorder
+    from safe_tracectx.ranks import rank_info
 
     stream = out if out is not None else sys.stdout
-    cwd = os.getcwd()  # reports and --json are relative to where the run started, whatever the program does
+    cwd = os.getcwd()  # reports and output paths are relative to where the run started, whatever the program does
     installation = begin(owner, policy, audit=True)
     log = installation.audit_log
     assert log is not None
     status = 0
+    recorder = JitRecorder()
     try:
-        body()
+        with recorder:
+            body()
     except SystemExit as exit_:
         status = _exit_status(exit_.code)
     except KeyboardInterrupt:
@@ -98,11 +105,12 @@ def run_audited(
             pass  # recorded as a violation: the report below shows it
         with contextlib.suppress(OSError):
             os.chdir(cwd)
-    print(file=stream)
-    print(log.report(top=top), file=stream, flush=True)
-    if json_path is not None:
-        Path(json_path).write_text(log.to_json() + "\n", encoding="utf-8")
-        print(f"\naudit log written to {json_path}", file=stream)
+    document = log.to_dict()
+    with log.stopped():
+        document["jit_traces"] = recorder.runs()
+    finish_run(
+        document, info=rank_info(), json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
+    )
     if fail_on_violation and log.violations and status == 0:
         status = ExitStatus.VIOLATIONS
     return status
@@ -140,10 +148,8 @@ def run_module(name: str, args: Sequence[str]) -> Callable[[], None]:
 
 def run_command(args: argparse.Namespace, program: list[str], parser: argparse.ArgumentParser) -> int:
     """``safe-tracectx run``: check the arguments before anything runs, then run and report."""
-    if args.json is not None and (problem := check_writable(args.json)) is not None:
-        return usage_error(parser, f"--json: {problem}")
-    if args.json is not None:
-        args.json = os.path.abspath(args.json)
+    if (problem := check_outputs(args)) is not None:
+        return usage_error(parser, problem)
     if args.module is not None:
         body = run_module(args.module, program)
     elif program:
@@ -157,61 +163,11 @@ def run_command(args: argparse.Namespace, program: list[str], parser: argparse.A
 
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
     return run_audited(
-        body, policy=args.policy, json_path=args.json, top=args.top, fail_on_violation=args.fail_on_violation
+        body,
+        policy=args.policy,
+        json_path=args.json,
+        top=args.top,
+        fail_on_violation=args.fail_on_violation,
+        data_file=args.data_file,
+        html_dir=args.html,
     )
-
-
-_REQUIRED: dict[str, type] = {
-    "counts": dict,
-    "dropped": int,
-    "passes": dict,
-    "proxies_by_pass": dict,
-    "call_sites": list,
-    "leaked_sets": list,
-    "violations": list,
-}
-
-
-def _malformed(document: dict[str, object]) -> str | None:
-    """What is wrong with an audit document's body (None: it can be rendered)."""
-    from safe_tracectx.auditlog import JSON_VERSION
-
-    if document.get("version") != JSON_VERSION:
-        return f"version {document.get('version')!r}, this safe-tracectx reads version {JSON_VERSION}"
-    for key, kind in _REQUIRED.items():
-        if not isinstance(document.get(key), kind):
-            return f"{key!r} is missing or not a {kind.__name__}"
-    counts = document["counts"]
-    assert isinstance(counts, dict)
-    if not all(isinstance(value, int) for value in counts.values()):
-        return "'counts' holds something other than integers"
-    return None
-
-
-def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``safe-tracectx report DATA.json``: a saved audit's report again (text, or ``--json``)."""
-    from safe_tracectx.auditlog import JSON_SCHEMA
-    from safe_tracectx.report import render_text
-
-    if args.top < 0:
-        return usage_error(parser, "--top must be >= 0")
-    try:
-        document = json.loads(Path(args.data_file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeError, ValueError) as error:
-        return usage_error(parser, f"cannot read {args.data_file}: {error}")
-    try:
-        text = render_text(document, top=args.top) if isinstance(document, dict) else ""
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        text = ""
-        damaged: str | None = f"cannot render it ({type(error).__name__}: {error})"
-    else:
-        damaged = None
-    if not isinstance(document, dict) or document.get("schema") != JSON_SCHEMA:
-        return usage_error(
-            parser, f"{args.data_file} is not a safe-tracectx audit (schema {JSON_SCHEMA}); write one with run --json FILE"
-        )
-    problem = _malformed(document) or damaged
-    if problem is not None:
-        return usage_error(parser, f"{args.data_file} is a damaged safe-tracectx audit: {problem}")
-    print(json.dumps(document, indent=2) if args.json else text)
-    return ExitStatus.OK
