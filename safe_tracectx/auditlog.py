@@ -26,11 +26,13 @@ from safe_tracectx.callsite import CallSite, display_path
 from safe_tracectx.events import Event
 from safe_tracectx.pass_catalog import phase_label
 
-__all__ = ["JSON_SCHEMA", "JSON_VERSION", "AuditLog"]
+__all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
 
 JSON_SCHEMA: Final = "safe-tracectx/audit"
 JSON_VERSION: Final = 2
 OTHER: Final = "(outside remat passes)"
+#: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
+PASS_RUN_KEYS: Final = ("label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints")
 
 
 def _site_text(site: CallSite | None) -> str:
@@ -57,6 +59,9 @@ class AuditLog:
         self.proxies_by_site: collections.Counter[tuple[CallSite | None, str]] = collections.Counter()
         self.proxies_by_pass: collections.Counter[str] = collections.Counter()
         self.passes: dict[str, dict[str, Any]] = {}
+        #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
+        #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.fingerprint``).
+        self.pass_runs: list[dict[str, Any]] = []
         self.violations: list[Event] = []
         self.traceless_by_site: collections.Counter[CallSite | None] = collections.Counter()
         self._open_sets: dict[int, Event] = {}
@@ -113,8 +118,10 @@ class AuditLog:
             site = event.site
             self.traceless_by_site[site] += 1
         elif kind == "pass_run":
+            detail = event.detail
+            self.pass_runs.append({key: detail.get(key) for key in PASS_RUN_KEYS})
             stats = self.passes.setdefault(
-                event.pass_name or "?",
+                detail.get("label") or event.pass_name or "?",
                 {
                     "qualname": event.detail.get("qualname"),
                     "runs": 0,
@@ -163,6 +170,7 @@ class AuditLog:
                 name: {**stats, "proxies": self.proxies_by_pass.get(name, 0)} for name, stats in sorted(self.passes.items())
             },
             "proxies_by_pass": dict(sorted(self.proxies_by_pass.items())),
+            "pass_runs": list(self.pass_runs),
             "call_sites": [
                 {"site": _site_json(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()
             ],

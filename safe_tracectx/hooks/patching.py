@@ -21,7 +21,7 @@ import thunder.core.trace as thunder_trace
 
 from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx
 from safe_tracectx.hooks.naming import make_naming_hook
-from safe_tracectx.hooks.passes import wrap_pass
+from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass
 from safe_tracectx.pass_catalog import PASSES, PassSpec
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
@@ -105,15 +105,17 @@ def plan() -> list[Patch]:
 
 
 def apply(patches: list[Patch]) -> None:
-    """Bind each replacement wherever its original is bound by name."""
+    """Bind each replacement wherever its original is bound by name; hook the Transform and executor classes."""
     modules = _modules()
     for patch in patches:
         for module in _bindings(patch.original, patch.attribute, modules):
             setattr(module, patch.attribute, patch.replacement)
+    hook_classes()
 
 
 def remove(patches: list[Patch]) -> None:
-    """Bind each original back wherever its replacement is bound, in every module loaded now."""
+    """Bind each original back wherever its replacement is bound, in every module loaded now; unhook the classes."""
+    unhook_classes()
     modules = _modules()
     for patch in reversed(patches):
         for module in _bindings(patch.replacement, patch.attribute, modules):
