@@ -32,7 +32,7 @@ HistoryEntry = tuple[str, str, list[list[Any]] | None, list[list[Any]] | None]
 class Compilation:
     """What the passes of one ``thunder.jit`` compilation in this thread produced so far."""
 
-    __slots__ = ("forward", "backward", "clashes", "reported", "traces", "history")
+    __slots__ = ("forward", "backward", "clashes", "reported", "traces", "history", "_names")
 
     def __init__(self) -> None:
         self.forward: Any = None
@@ -44,6 +44,19 @@ class Compilation:
         #: Every trace a pass read or returned (a proxy named by one of them elsewhere borrowed its namer).
         self.traces: weakref.WeakSet[Any] = weakref.WeakSet()
         self.history: list[HistoryEntry] = []
+        #: The ``names`` sets of those traces (``from_trace`` shares them): a trace derived from one belongs here.
+        self._names: dict[int, Any] = {}
+
+    def add(self, trace: Any) -> None:
+        """``trace`` is one of this compilation's."""
+        self.traces.add(trace)
+        names = getattr(trace, "names", None)
+        if names is not None:
+            self._names[id(names)] = names
+
+    def owns(self, trace: Any) -> bool:
+        """True for a trace a pass of this compilation read or returned, or one derived from it."""
+        return trace in self.traces or id(getattr(trace, "names", None)) in self._names
 
     def role_of(self, trace: Any) -> str | None:
         """``backward`` for a backward trace; ``forward`` for another one once the pair exists; else None."""

@@ -121,5 +121,13 @@ def unhook_classes() -> None:
 
 
 def hooked_classes() -> list[str]:
-    """``module.Class.method`` of every method hooked now."""
-    return [f"{cls.__module__}.{cls.__qualname__}.{name}" for cls, name, _ in _hooked]
+    """``module.Class.method`` of every method hooked now (not installed: that ``hook_classes`` would hook)."""
+    if _hooked:
+        return [f"{cls.__module__}.{cls.__qualname__}.{name}" for cls, name, _ in _hooked]
+    return [
+        f"{cls.__module__}.{cls.__qualname__}.{name}"
+        for base, methods, _ in _bases_to_hook()
+        for cls in _subclasses(base)
+        for name in methods
+        if callable(cls.__dict__.get(name))
+    ]

@@ -28,7 +28,10 @@ from safe_tracectx.fingerprint import fingerprint
 from safe_tracectx.hooks import faults, pairs
 from safe_tracectx.labels import describe_trace
 
-__all__ = ["PassRun", "current_run", "run_pass", "traces_in"]
+__all__ = ["DECLARED", "PassRun", "current_run", "run_pass", "traces_in"]
+
+#: ``audited_pass`` labels declared in this process -> their function (or ``block``); ``thunder_support()`` lists them.
+DECLARED: Final[dict[str, str]] = {}
 
 #: The innermost pass running in this context (its proxies are counted on it).
 current_run: Final[ContextVar[PassRun | None]] = ContextVar("safe_tracectx.current_run", default=None)
@@ -47,7 +50,7 @@ def traces_in(value: Any) -> list[TraceCtx]:
 class PassRun:
     """A pass while it runs: label, kind, role, inputs; proxies made directly in it and the traces that named them."""
 
-    __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only",
+    __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only", "compilation",
                  "_started", "_tokens", "_entry")
 
     def __init__(
@@ -59,6 +62,10 @@ class PassRun:
         self.label, self.qualname, self.kind, self.pair, self.owner = label, qualname, kind, pair, owner
         self.inputs = [t for value in inputs for t in traces_in(value)]
         compilation = pairs.start() if kind == "tracing" else pairs.current()
+        if compilation is not None and kind != "tracing" and not any(compilation.owns(t) for t in self.inputs):
+            compilation = None  # a pass outside the compilation running in this thread
+        #: The compilation this pass is part of (pair, history and what was reported already).
+        self.compilation = compilation
         if role is None and compilation is not None and self.inputs and kind in ("transform", "fusion", "user"):
             role = compilation.role_of(self.inputs[0])
         self.role = role
@@ -152,7 +159,8 @@ def _borrowed(run: PassRun, outputs: list[TraceCtx], compilation: pairs.Compilat
         Violation(
             "borrowed-namer",
             name,
-            f"{run.label} named {name} with {describe_trace(trace)}, a trace it neither reads nor returns "
+            f"{run.label} named {name} with {_side(trace, compilation)}, a trace it neither "
+            "reads nor returns "
             "(it made that trace active only to borrow its namer)",
             "proxy creation",
         )
@@ -161,10 +169,17 @@ def _borrowed(run: PassRun, outputs: list[TraceCtx], compilation: pairs.Compilat
     ]
 
 
+def _side(trace: Any, compilation: pairs.Compilation) -> str:
+    for side, other in (("forward", compilation.forward), ("backward", compilation.backward)):
+        if trace is other:
+            return f"the {side} trace ({describe_trace(trace)})"
+    return describe_trace(trace)
+
+
 def _finish(run: PassRun, outputs: list[TraceCtx], seconds: float) -> None:
     if run.traced_only and not (run.inputs or outputs or run.proxies):
         return
-    compilation = pairs.current()
+    compilation = run.compilation
     # A prologue or epilogue unpacks names it never registers: only computation traces are checked.
     checked = [t for t in outputs if pairs.signature_name(t) not in ("prologue", "epilogue")]
     found = [(v, run.label, run.qualname) for t in checked for v in check_trace(t)]
@@ -175,7 +190,7 @@ def _finish(run: PassRun, outputs: list[TraceCtx], seconds: float) -> None:
     found += [(v, run.label, run.qualname) for v in _borrowed(run, outputs, compilation)]
     if compilation is not None:
         for trace in (*run.inputs, *outputs):
-            compilation.traces.add(trace)
+            compilation.add(trace)
     site = find_call_site() if found or events.sinks else None
     if events.sinks:
         events.emit(
