@@ -24,13 +24,15 @@ from typing import Any, Final
 from safe_tracectx import events
 from safe_tracectx.callsite import CallSite, display_path
 from safe_tracectx.events import Event
-from safe_tracectx.pass_catalog import phase_label
+from safe_tracectx.pass_catalog import KINDS, PASSES, phase_label
 
 __all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
 
 JSON_SCHEMA: Final = "safe-tracectx/audit"
 JSON_VERSION: Final = 2
 OTHER: Final = "(outside remat passes)"
+#: Sub-phases (proxies reported under a label of their own inside a pass) -> the kind of their pass.
+_SUB_PHASES: Final = {label: spec.kind for spec in PASSES for _, label in spec.phases}
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
 PASS_RUN_KEYS: Final = ("label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints")
 
@@ -152,6 +154,32 @@ class AuditLog:
         """Proxy creations per (call site, pass), most first."""
         return [(site, pass_name, n) for (site, pass_name), n in self.proxies_by_site.most_common()]
 
+    def phases(self) -> list[dict[str, Any]]:
+        """The work by phase (tracing, each Transform, autodiff, split, each executor's fusion pass, remat, ...).
+
+        One entry per pass label or sub-phase, in the order of :data:`~safe_tracectx.pass_catalog.KINDS`, the
+        rest last: ``label``, ``kind``, ``runs``, ``seconds``, ``proxies`` (made while it was the innermost
+        pass), ``by_role`` (its runs' proxies per role: ``forward``, ``backward``, ``none``).
+        """
+        table: dict[str, dict[str, Any]] = {}
+        for run in self.pass_runs:
+            entry = table.setdefault(
+                run["label"],
+                {"label": run["label"], "kind": run["kind"], "runs": 0, "seconds": 0.0, "proxies": 0,
+                 "by_role": {"forward": 0, "backward": 0, "none": 0}},
+            )
+            entry["runs"] += 1
+            entry["seconds"] += run["seconds"] or 0.0
+            entry["by_role"][run["role"] or "none"] += run["proxies"] or 0
+        for label, count in self.proxies_by_pass.items():
+            entry = table.setdefault(
+                label, {"label": label, "kind": _SUB_PHASES.get(label, "other"), "runs": 0, "seconds": 0.0,
+                        "proxies": 0, "by_role": {"forward": 0, "backward": 0, "none": 0}},
+            )
+            entry["proxies"] = count
+        order = {kind: index for index, kind in enumerate(KINDS)}
+        return sorted(table.values(), key=lambda e: (order.get(e["kind"], len(order)), e["label"]))
+
     def report(self, *, top: int = 15) -> str:
         """A text report that fits a terminal and is stable enough to diff (``report.render_text``)."""
         from safe_tracectx.report import render_text
@@ -171,6 +199,7 @@ class AuditLog:
             },
             "proxies_by_pass": dict(sorted(self.proxies_by_pass.items())),
             "pass_runs": list(self.pass_runs),
+            "phases": self.phases(),
             "call_sites": [
                 {"site": _site_json(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()
             ],

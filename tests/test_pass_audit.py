@@ -193,3 +193,17 @@ def test_the_culprit_is_the_first_pass_whose_output_made_the_clash() -> None:
     c.history.append(("A.transform_trace_post_optimization", "q.A", None, [["mul", ["t0"], [None], [None]]]))
     c.history.append(("B.transform_trace_post_optimization", "q.B", None, [["mul", ["t0"], [None], [None]]]))
     assert c.culprit("t0") == ("A.transform_trace_post_optimization", "q.A")
+
+
+def test_the_report_breaks_the_work_down_by_phase_and_role() -> None:
+    with stc.audit() as log:
+        _step([example.RecomputeInBackward()])
+    phases = {p["label"]: p for p in log.to_dict()["phases"]}
+    assert phases["interpretation/tracing"]["kind"] == "tracing" and phases["interpretation/tracing"]["proxies"] > 0
+    assert phases["autodiff grad transform"]["kind"] == "autodiff"
+    assert phases["forward/backward split"]["kind"] == "split"
+    recompute = phases["RecomputeInBackward.transform_trace_post_optimization"]
+    assert recompute["kind"] == "transform" and recompute["runs"] == 2 and recompute["by_role"]["backward"] == 1
+    assert [p["kind"] for p in log.phases()][0] == "tracing"
+    text = log.report()
+    assert "Work by phase" in text and "by role: forward 1 runs" in text and "backward 1 runs" in text
