@@ -1,10 +1,11 @@
-"""The ``safe-tracectx`` command line: ``demo``, ``run``, ``report`` and ``lint`` (like coverage's ``cmdline``).
+"""The ``safe-tracectx`` command line: ``demo``, ``run``, ``report``, ``sweep`` and ``lint`` (like coverage's ``cmdline``).
 
     $ safe-tracectx demo                        # the main job on the built-in model
     $ safe-tracectx demo --tour                 # a guided tour of the three managers
     $ safe-tracectx run train.py --lr 0.1       # any Thunder program, audited
     $ safe-tracectx run -m mypackage.train      # a module, like python -m
     $ safe-tracectx report audit.json           # a saved run's report again
+    $ safe-tracectx sweep train.py --max 100    # fail each trace-context operation in turn
     $ safe-tracectx lint src/                   # the static check
 
 ``main()`` returns an :class:`~safe_tracectx.exitcodes.ExitStatus` (or the
@@ -54,6 +55,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     report.add_argument("--json", action="store_true", help="print the JSON document instead of the text report")
     report.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (0: none)")
 
+    from safe_tracectx.cli.sweep import add_arguments as add_sweep_arguments
+
+    sweep = subs["sweep"] = commands.add_parser(
+        "sweep",
+        help="fail each set_tracectx, proxy creation and pass entry in turn; report what leaked or was masked",
+        usage="safe-tracectx sweep [options] (script.py | -m MODULE) [program arguments ...]",
+        allow_abbrev=False,
+    )
+    add_sweep_arguments(sweep)
+
     from safe_tracectx.lint import command as lint_command
 
     lint = subs["lint"] = commands.add_parser(
@@ -68,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, subs = build_parser()
     program: list[str] = []
-    if argv and argv[0] == "run":
+    if argv and argv[0] in ("run", "sweep"):
         from safe_tracectx.cli.run import split_program
 
         argv, program = split_program(argv)
@@ -81,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from safe_tracectx.lint import command as lint_command
 
         return lint_command.run(args)
+    if command == "sweep":
+        from safe_tracectx.cli.sweep import sweep_command
+
+        return sweep_command(args, program, subs["sweep"])
     if command == "report":
         from safe_tracectx.cli.run import report_command
 
