@@ -5,7 +5,8 @@ injection points (each ``set_tracectx``, proxy creation and pass entry), then
 the program runs once per point (or a seeded sample) in a forked child that
 raises :class:`~safe_tracectx.hooks.faults.InjectedFault` there. After each
 run: no trace is left active, no raw set is left open, the exception that
-reached the top is the injected one (not one raised while handling it), and the
+reached the top is the injected one, or wraps it (``raise ... from``), not one
+raised while handling it, and the
 passes it cut short did not change their input traces::
 
     >>> import thunder.core.trace as trace
@@ -98,11 +99,14 @@ def _exception_site(error: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "(unknown)"
 
 
-def _chain(error: BaseException | None) -> Iterable[BaseException]:
+def _chain(error: BaseException | None) -> Iterable[tuple[BaseException, bool]]:
+    """Each exception of ``error``'s chain, with whether every link to it was ``raise ... from`` (a wrap)."""
     seen: set[int] = set()
+    wrapped = True
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        yield error
+        yield error, wrapped
+        wrapped = wrapped and error.__cause__ is not None
         error = error.__cause__ or error.__context__
 
 
@@ -140,7 +144,9 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
     elif top is None or (isinstance(top, SystemExit) and top.code in (0, None)):
         outcome = "handled"
     else:
-        outcome = "masked" if any(e is fired for e in _chain(top)) else "replaced"
+        links = [wrapped for error, wrapped in _chain(top) if error is fired]
+        outcome = "replaced" if not links else "wrapped" if links[0] else "masked"
+    if outcome in ("masked", "replaced") and top is not None:
         problems.append(
             f"{outcome}: {type(top).__name__}: {top} (raised at {_exception_site(top)}) reached the top "
             + ("while the injected fault was being handled" if outcome == "masked" else "instead of the injected fault")
