@@ -8,7 +8,14 @@ wrapper in its own ``__dict__``; the base classes' ``__init_subclass__`` does
 the same for classes defined while installed. ``unhook_classes`` puts every
 original back (and deletes the ``__init_subclass__`` it added). Hooking the
 class, not Thunder's call sites, catches every caller: ``thunder.jit``,
-``transform_for_execution``, ``ThunderModule`` and user code alike.
+``transform_for_execution``, ``ThunderModule`` and user code alike::
+
+    >>> import thunder.executors.torch_compile
+    >>> from safe_tracectx.hooks import installed
+    >>> from safe_tracectx.hooks.passes import hooked_classes
+    >>> with installed():
+    ...     "thunder.executors.torch_compile.TorchCompileExecutor.fusion_pass" in hooked_classes()
+    True
 """
 
 from __future__ import annotations
