@@ -26,13 +26,13 @@ def test_a_leaky_transform_is_found_with_the_line_of_its_set(
     status = main(["sweep", "--in-pass", "Leaky", "--json", str(data), str(CASES / "leaky_transform.py")])
     out, err = capsys.readouterr()
     assert status == ExitStatus.SWEEP_FINDINGS
-    assert "leaks: 2" in out and "leaky_transform.py:20 in LeakyTransform.transform_trace_post_optimization was never reset" in out
+    assert "leaks: 2" in out and "leaky_transform.py:21 in LeakyTransform.transform_trace_post_optimization was never reset" in out
     assert "a trace was left active" in out and "sweep [" in err
     document = json.loads(data.read_text())
     assert document["schema"] == "safe-tracectx/sweep" and document["by_kind"]["set"] > 0
     finding = document["findings"][0]
     assert finding["kind"] == "proxy" and finding["pass_label"] == "LeakyTransform.transform_trace_post_optimization"
-    assert any("leaky_transform.py:21" in frame for frame in finding["stack"])
+    assert any("leaky_transform.py:22" in frame for frame in finding["stack"])
 
 
 def test_a_set_inside_its_try_masks_the_fault_with_an_unbound_local(capsys: pytest.CaptureFixture[str]) -> None:

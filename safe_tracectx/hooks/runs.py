@@ -43,6 +43,8 @@ def traces_in(value: Any) -> list[TraceCtx]:
         return [value]
     if isinstance(value, tuple | list):
         return [t for item in value for t in traces_in(item)]
+    if type(value).__name__ != "TraceResults":
+        return []
     found = [getattr(value, a, None) for a in ("prologue_trace", "computation_trace", "epilogue_trace")]
     return [t for t in found if isinstance(t, TraceCtx)]
 

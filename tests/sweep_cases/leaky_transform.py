@@ -6,6 +6,7 @@ import warnings
 from typing import Any
 
 import torch
+from thunder.core import devices, dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, reset_tracectx, set_tracectx
 from thunder.core.transform_common import Transform
@@ -18,7 +19,7 @@ with warnings.catch_warnings():
 class LeakyTransform(Transform):
     def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs: Any) -> TraceCtx:
         token = set_tracectx(computation_trace)  # LEAKING SET
-        TensorProxy(like=computation_trace.args[0])  # a fault here skips the reset
+        TensorProxy(shape=(1,), device=devices.cpu, dtype=dtypes.float32)  # a fault here skips the reset
         reset_tracectx(token)
         return computation_trace
 
