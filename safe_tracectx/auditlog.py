@@ -33,6 +33,8 @@ JSON_VERSION: Final = 2
 OTHER: Final = "(outside remat passes)"
 #: Sub-phases (proxies reported under a label of their own inside a pass) -> the kind of their pass.
 _SUB_PHASES: Final = {label: spec.kind for spec in PASSES for _, label in spec.phases}
+#: Sub-phases whose work is all on one side of the pair.
+_SUB_PHASE_ROLES: Final = {"backward recompute": "backward"}
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
 PASS_RUN_KEYS: Final = ("label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints")
 
@@ -177,6 +179,8 @@ class AuditLog:
                         "proxies": 0, "by_role": {"forward": 0, "backward": 0, "none": 0}},
             )
             entry["proxies"] = count
+            if label in _SUB_PHASE_ROLES:
+                entry["by_role"][_SUB_PHASE_ROLES[label]] = count
         order = {kind: index for index, kind in enumerate(KINDS)}
         return sorted(table.values(), key=lambda e: (order.get(e["kind"], len(order)), e["label"]))
 

@@ -136,7 +136,7 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
     for event in log.leaked_sets:
         problems.append(f"set_tracectx({event.trace}) at {event.site} was never reset")
     for changed in injector.changed_inputs:
-        problems.append(f"{changed['label']} changed its input trace {changed['trace']} before it failed")
+        problems.append(f"{changed['label']} changed its input ({changed['trace']}) before it failed")
     if fired is None:
         outcome = "not reached"
     elif top is fired:

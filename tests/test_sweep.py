@@ -108,3 +108,23 @@ def test_the_pytest_option_sweeps_one_test(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 1 and "SweepFailed" in run.stdout and "UnboundLocalError" in run.stdout, run.stdout[-3000:]
+
+
+def test_a_pass_that_changes_its_input_before_failing_is_found() -> None:
+    import safe_tracectx as stc
+    from thunder.core import devices, dtypes, prims
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import TraceCtx, tracectx
+
+    @stc.audited_pass("in-place pass")
+    def in_place(trace: TraceCtx) -> TraceCtx:
+        trace.bound_symbols.append(prims.python_return.bind(None, output=None))  # edits its input ...
+        with tracectx(trace):
+            TensorProxy(shape=(1,), device=devices.cpu, dtype=dtypes.float32)  # ... then a fault here
+        return trace
+
+    result = sweep(lambda: None if in_place(TraceCtx()) is None else None, kinds=["proxy"])
+    (finding,) = result.findings
+    assert finding.pass_label == "in-place pass" and finding.outcome == "propagated"
+    (problem,) = finding.problems
+    assert problem.startswith("in-place pass changed its input (trace @") and problem.endswith(") before it failed")
