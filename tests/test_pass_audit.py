@@ -207,3 +207,21 @@ def test_the_report_breaks_the_work_down_by_phase_and_role() -> None:
     assert [p["kind"] for p in log.phases()][0] == "tracing"
     text = log.report()
     assert "Work by phase" in text and "by role: forward 1 runs" in text and "backward 1 runs" in text
+
+
+def test_the_pytest_plugin_in_strict_mode_fails_the_test_whose_transform_clashes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "test_clash.py").write_text(
+        "import runpy, sys\n"
+        "def test_example_without_rename() -> None:\n"
+        f"    sys.argv = [{str(EXAMPLE)!r}, '--no-rename', '--unguarded']\n"
+        f"    runpy.run_path({str(EXAMPLE)!r}, run_name='__main__')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--safe-tracectx=strict", "test_clash.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 1 and "NameClashError" in run.stdout, run.stdout[-3000:]
+    assert "RecomputeInBackward.transform_trace_post_optimization" in run.stdout
