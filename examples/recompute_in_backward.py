@@ -7,6 +7,8 @@ read back. The recomputed outputs get fresh ``bw_`` names through
 defined again in the backward (the precondition of fusion rematerialization).
 
 Run it:  python examples/recompute_in_backward.py
+         python examples/recompute_in_backward.py --no-rename   # the clash: NameClashError under strict
+         safe-tracectx run examples/recompute_in_backward.py --no-rename --unguarded   # reported, attributed
 """
 
 from __future__ import annotations
@@ -102,13 +104,18 @@ def _gradients(transforms: list[Transform]) -> tuple[torch.Tensor, ...]:
     return tuple(a.grad for a in args if a.grad is not None)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """``--no-rename``: keep the forward names (the clash); ``--unguarded``: no ``installed(STRICT)`` of its own."""
+    import contextlib
+    import sys
+
     from safe_tracectx import STRICT
     from safe_tracectx.hooks import installed
 
+    flags = set(sys.argv[1:] if argv is None else argv)
     plain = _gradients([])
-    transform = RecomputeInBackward()
-    with installed(STRICT):
+    transform = RecomputeInBackward(rename="--no-rename" not in flags)
+    with contextlib.nullcontext() if "--unguarded" in flags else installed(STRICT):
         recomputed = _gradients([transform])
     same = all(torch.allclose(a, b) for a, b in zip(plain, recomputed, strict=True))
     print(f"recomputed in the backward as {transform.recomputed}; gradients equal plain Thunder's: {same}")

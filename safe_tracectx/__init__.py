@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         use_policy,
     )
     from safe_tracectx.hooks import audit, install, installed, is_installed, thunder_support, uninstall
+    from safe_tracectx.hooks.audited import audited_pass
     from safe_tracectx.labels import describe_trace
 
 try:
@@ -77,6 +78,7 @@ _LAZY: dict[str, str] = {
         "safe_tracectx.context",
     ),
     "describe_trace": "safe_tracectx.labels",
+    "audited_pass": "safe_tracectx.hooks.audited",
     "AuditLog": "safe_tracectx.auditlog",
     **dict.fromkeys(["Violation", "check_forward_backward", "check_trace"], "safe_tracectx.checks"),
     **dict.fromkeys(
@@ -120,6 +122,7 @@ __all__ = [
     "UnbalancedContextError",
     "Violation",
     "audit",
+    "audited_pass",
     "check_forward_backward",
     "check_trace",
     "current_trace",

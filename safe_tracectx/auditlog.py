@@ -25,13 +25,19 @@ from typing import Any, Final
 from safe_tracectx import events
 from safe_tracectx.callsite import CallSite, display_path
 from safe_tracectx.events import Event
-from safe_tracectx.pass_catalog import phase_label
+from safe_tracectx.pass_catalog import KINDS, PASSES, phase_label
 
-__all__ = ["JSON_SCHEMA", "JSON_VERSION", "AuditLog"]
+__all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
 
 JSON_SCHEMA: Final = "safe-tracectx/audit"
 JSON_VERSION: Final = 2
 OTHER: Final = "(outside remat passes)"
+#: Sub-phases (proxies reported under a label of their own inside a pass) -> the kind of their pass.
+_SUB_PHASES: Final = {label: spec.kind for spec in PASSES for _, label in spec.phases}
+#: Sub-phases whose work is all on one side of the pair.
+_SUB_PHASE_ROLES: Final = {"backward recompute": "backward"}
+#: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
+PASS_RUN_KEYS: Final = ("label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints")
 
 
 def _site_text(site: CallSite | None) -> str:
@@ -67,6 +73,9 @@ class AuditLog:
         self.proxies_by_site: collections.Counter[tuple[CallSite | None, str]] = collections.Counter()
         self.proxies_by_pass: collections.Counter[str] = collections.Counter()
         self.passes: dict[str, dict[str, Any]] = {}
+        #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
+        #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.fingerprint``).
+        self.pass_runs: list[dict[str, Any]] = []
         self.violations: list[Event] = []
         self.traceless_by_site: collections.Counter[CallSite | None] = collections.Counter()
         self._open_sets: dict[int, Event] = {}
@@ -123,8 +132,10 @@ class AuditLog:
             site = event.site
             self.traceless_by_site[site] += 1
         elif kind == "pass_run":
+            detail = event.detail
+            self.pass_runs.append({key: detail.get(key) for key in PASS_RUN_KEYS})
             stats = self.passes.setdefault(
-                event.pass_name or "?",
+                detail.get("label") or event.pass_name or "?",
                 {
                     "qualname": event.detail.get("qualname"),
                     "runs": 0,
@@ -155,6 +166,34 @@ class AuditLog:
         """Proxy creations per (call site, pass), most first."""
         return [(site, pass_name, n) for (site, pass_name), n in self.proxies_by_site.most_common()]
 
+    def phases(self) -> list[dict[str, Any]]:
+        """The work by phase (tracing, each Transform, autodiff, split, each executor's fusion pass, remat, ...).
+
+        One entry per pass label or sub-phase, in the order of :data:`~safe_tracectx.pass_catalog.KINDS`, the
+        rest last: ``label``, ``kind``, ``runs``, ``seconds``, ``proxies`` (made while it was the innermost
+        pass), ``by_role`` (its runs' proxies per role: ``forward``, ``backward``, ``none``).
+        """
+        table: dict[str, dict[str, Any]] = {}
+        for run in self.pass_runs:
+            entry = table.setdefault(
+                run["label"],
+                {"label": run["label"], "kind": run["kind"], "runs": 0, "seconds": 0.0, "proxies": 0,
+                 "by_role": {"forward": 0, "backward": 0, "none": 0}},
+            )
+            entry["runs"] += 1
+            entry["seconds"] += run["seconds"] or 0.0
+            entry["by_role"][run["role"] or "none"] += run["proxies"] or 0
+        for label, count in self.proxies_by_pass.items():
+            entry = table.setdefault(
+                label, {"label": label, "kind": _SUB_PHASES.get(label, "other"), "runs": 0, "seconds": 0.0,
+                        "proxies": 0, "by_role": {"forward": 0, "backward": 0, "none": 0}},
+            )
+            entry["proxies"] = count
+            if label in _SUB_PHASE_ROLES:
+                entry["by_role"][_SUB_PHASE_ROLES[label]] = count
+        order = {kind: index for index, kind in enumerate(KINDS)}
+        return sorted(table.values(), key=lambda e: (order.get(e["kind"], len(order)), e["label"]))
+
     def report(self, *, top: int = 15) -> str:
         """A text report that fits a terminal and is stable enough to diff (``report.render_text``)."""
         from safe_tracectx.report import render_text
@@ -173,6 +212,8 @@ class AuditLog:
                 name: {**stats, "proxies": self.proxies_by_pass.get(name, 0)} for name, stats in sorted(self.passes.items())
             },
             "proxies_by_pass": dict(sorted(self.proxies_by_pass.items())),
+            "pass_runs": list(self.pass_runs),
+            "phases": self.phases(),
             "call_sites": [
                 {"site": _site_json(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()
             ],

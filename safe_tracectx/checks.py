@@ -41,6 +41,7 @@ ViolationKind = Literal[
     "fusion-name-clash",
     "traceless-proxy",
     "forward-backward-clash",
+    "borrowed-namer",
 ]
 
 _FIXES: Final[dict[str, str]] = {
@@ -52,6 +53,8 @@ _FIXES: Final[dict[str, str]] = {
     "that reserves the whole trace",
     "traceless-proxy": "traceless proxies must never enter a trace: recreate it inside `with tracectx(trace):`",
     "forward-backward-clash": "rename the backward's recomputed outputs (rename_outputs(bsyms, trace=bw, prefix='bw_'))",
+    "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "
+    "commit_names(into=bw)",
 }
 
 

@@ -49,7 +49,7 @@ class Event:
     detail: dict[str, Any]
 
 
-def emit(kind: EventKind, *, trace: object, site: CallSite | None = None, **detail: Any) -> None:
+def emit(kind: EventKind, /, *, trace: object, site: CallSite | None = None, **detail: Any) -> None:
     """Send an event to every sink (nothing to do when there is none)."""
     if not sinks:
         return

@@ -21,6 +21,8 @@ class ExitStatus(enum.IntEnum):
     FINDINGS = 1
     #: ``run``/``demo``/``report`` with ``--fail-on-violation``: there were violations.
     VIOLATIONS = 1
+    #: ``sweep``: an injection point left a trace active, a set open, a masked exception or a changed input.
+    SWEEP_FINDINGS = 1
     #: Bad arguments, an unreadable input or an unwritable output.
     USAGE_ERROR = 2
     #: Ended by Ctrl-C (``KeyboardInterrupt``), as Python itself exits.

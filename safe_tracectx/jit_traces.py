@@ -1,13 +1,12 @@
 """Per-trace fingerprints of what ``thunder.jit`` built, for comparing ranks.
 
-Until the audit records every pass run (``pass_runs``), ``safe-tracectx run``
-remembers the functions the program jitted (``JitRecorder`` wraps ``thunder.jit``
+Beside the audit's own ``pass_runs``, ``safe-tracectx run`` remembers the functions the program jitted (``JitRecorder`` wraps ``thunder.jit``
 while the program runs) and, at the end, fingerprints the traces Thunder keeps
 (``thunder.last_traces``, ``thunder.last_backward_traces``): one entry per trace,
 shaped like a pass run, under the data file's ``"jit_traces"`` key.
 
-A fingerprint lists, per top-level bound symbol, ``[symbol name, [output proxy
-names], [shapes or None], [dtypes or None]]``.
+A fingerprint is :func:`safe_tracectx.fingerprint.fingerprint`'s: per top-level
+bound symbol, ``[symbol name, [output proxy names], [shapes or None], [dtypes or None]]``.
 """
 
 from __future__ import annotations
@@ -16,31 +15,12 @@ import re
 from types import TracebackType
 from typing import Any
 
+from safe_tracectx.fingerprint import fingerprint as trace_fingerprint
+
 __all__ = ["JitRecorder", "jit_trace_runs", "trace_fingerprint"]
 
 _TOOK = re.compile(r"\s*\(took (\d+) milliseconds\)\s*$")
 _MAX_FUNCTIONS = 64
-
-
-def _shape(proxy: Any) -> list[Any] | None:
-    shape = getattr(proxy, "shape", None)
-    if shape is None:
-        return None
-    return [dim if isinstance(dim, int) else str(dim) for dim in shape]
-
-
-def _dtype(proxy: Any) -> str | None:
-    dtype = getattr(proxy, "dtype", None)
-    return None if dtype is None else str(dtype)
-
-
-def trace_fingerprint(trace: Any) -> list[list[Any]]:
-    """``[name, [outputs], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order."""
-    rows: list[list[Any]] = []
-    for bsym in trace.bound_symbols:
-        outs = list(bsym.flat_proxy_outs)
-        rows.append([bsym.sym.name, [p.name for p in outs], [_shape(p) for p in outs], [_dtype(p) for p in outs]])
-    return rows
 
 
 def _provenance(trace: Any) -> tuple[str, float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-__all__ = ["PASSES", "PassSpec", "phase_label"]
+__all__ = ["FUSION_METHODS", "KINDS", "PASSES", "TRANSFORM_METHODS", "PassSpec", "phase_label"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +23,8 @@ class PassSpec:
     returns_pair: bool = False
     #: (function-name fragment, label): proxies made in such a function are reported under that phase.
     phases: tuple[tuple[str, str], ...] = ()
+    #: What kind of work it is (``pass_run`` events and the report's phases): see :data:`KINDS`.
+    kind: str = "remat"
 
     @property
     def qualname(self) -> str:
@@ -38,19 +40,52 @@ class PassSpec:
 
 #: Every pass this package knows; those missing from a Thunder version are skipped and reported.
 PASSES: Final[tuple[PassSpec, ...]] = (
+    PassSpec("thunder.core.jit_ext", "thunder_general_jit", "interpretation/tracing", kind="tracing"),
+    PassSpec(
+        "thunder.executors.passes", "_transform_for_operator_executor_execution", "operator executors", kind="execution"
+    ),
+    PassSpec("thunder.executors.passes", "transform_for_execution", "transform for execution", kind="execution"),
     PassSpec("thunder.core.rematerialization", "rematerialize", "fusion remat"),
     PassSpec(
         "thunder.transforms.autodiff",
         "grad_transform_on_trace",
         "autodiff grad transform",
         phases=(("InsertRecomputationsProcessor", "backward recompute"),),
+        kind="autodiff",
     ),
-    PassSpec("thunder.transforms.autodiff", "split_into_forward_and_backward", "forward/backward split", returns_pair=True),
+    PassSpec(
+        "thunder.transforms.autodiff",
+        "split_into_forward_and_backward",
+        "forward/backward split",
+        returns_pair=True,
+        kind="split",
+    ),
     PassSpec(
         "thunder.core.rematerialization", "rematerialize_forward_and_backward", "forward/backward remat", returns_pair=True
     ),
-    PassSpec("thunder.core.transforms", "recompute_saved_for_backward", "recompute saved for backward", returns_pair=True),
+    PassSpec(
+        "thunder.core.transforms",
+        "recompute_saved_for_backward",
+        "recompute saved for backward",
+        returns_pair=True,
+        kind="autodiff",
+    ),
 )
+
+#: The kinds of pass a ``pass_run`` event names.
+KINDS: Final = ("tracing", "transform", "autodiff", "execution", "split", "fusion", "remat", "user")
+
+#: Methods of ``thunder.Transform`` subclasses run as passes (kind "transform"): True if every call is
+#: recorded, False if only calls that touch a trace are (read or return one, or make proxies).
+TRANSFORM_METHODS: Final[dict[str, bool]] = {
+    "transform_traces_pre_prologue": True,
+    "transform_module": True,
+    "transform_trace_post_optimization": True,
+    "transform_state_dict_for_submodule": False,
+    "reverse_transform_state_dict_for_submodule": False,
+}
+#: Methods of ``thunder.extend.FusionExecutor`` subclasses run as passes (kind "fusion").
+FUSION_METHODS: Final[dict[str, bool]] = {"fusion_pass": True}
 
 _BY_LABEL: Final = {spec.label: spec for spec in PASSES}
 

@@ -51,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--safe-tracectx-report", metavar="FILE", default=None, help="write the per-test audit summary as JSON"
     )
     parser.addini("safe_tracectx", "the safe-tracectx mode (strict, lenient or audit) when no flag is given")
+    from safe_tracectx import pytest_sweep
+
+    pytest_sweep.add_options(group)
 
 
 class _PluginState:
@@ -97,6 +100,10 @@ def _summary(log: AuditLog, leftovers: Leftovers | None) -> dict[str, Any]:
 
 @pytest.hookimpl(tryfirst=True)  # outermost: a conftest's own install()/uninstall() nests inside
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--safe-tracectx-sweep", False):
+        from safe_tracectx import pytest_sweep
+
+        config.pluginmanager.register(pytest_sweep, "safe-tracectx-sweep")
     mode = _mode(config)
     if mode is None:
         return

@@ -23,6 +23,30 @@ def site_text(site: dict[str, Any] | None) -> str:
     return "(unknown)" if not site else f"{site['file']}:{site['line']} in {site['function']}"
 
 
+def _phase_lines(document: dict[str, Any]) -> list[str]:
+    """Work by phase (kind, runs, seconds, proxies, proxies per role) and by role."""
+    phases: list[dict[str, Any]] = document.get("phases", [])
+    if not phases:
+        return []
+    width = min(60, max(len(p["label"]) for p in phases))
+    out = ["", "Work by phase (proxies: made while it was the innermost pass; fw/bw: its runs' proxies by role)"]
+    out.append(f"  {'kind':<10} {'phase':<{width}}  runs  seconds  proxies     fw     bw")
+    for phase in phases:
+        roles = phase["by_role"]
+        out.append(
+            f"  {phase['kind']:<10} {phase['label']:<{width}}  {phase['runs']:>4}  {phase['seconds']:7.2f}  "
+            f"{phase['proxies']:>7}  {roles['forward']:>5}  {roles['backward']:>5}"
+        )
+    runs: list[dict[str, Any]] = document.get("pass_runs", [])
+    parts = []
+    for role, name in (("forward", "forward"), ("backward", "backward"), (None, "joint or unknown")):
+        mine = [r for r in runs if r["role"] == role]
+        seconds = sum(r["seconds"] or 0.0 for r in mine)
+        parts.append(f"{name} {len(mine)} runs, {seconds:.2f}s, {sum(r['proxies'] or 0 for r in mine)} proxies")
+    out.append("  by role: " + "; ".join(parts))
+    return out
+
+
 def render_text(document: dict[str, Any], *, top: int = 15) -> str:
     """The report of one audit document: passes, proxies, call sites, set/reset balance, violations."""
     counts: dict[str, int] = document["counts"]
@@ -33,14 +57,17 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
     )
 
     passes: dict[str, dict[str, Any]] = document["passes"]
-    out += ["", "Remat passes (each output trace validated with check_trace)"]
+    out += ["", "Remat passes, Transforms, executors' fusion passes and Thunder's other passes "
+            "(each output trace validated with check_trace)"]
     if not passes:
         out.append("  (no audited pass ran)")
+    width = min(60, max([28, *map(len, passes)]))
     for name, stats in sorted(passes.items()):
         out.append(
-            f"  {name:<28} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
+            f"  {name:<{width}} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
             f"{stats['seconds']:6.2f}s  proxies {stats.get('proxies', 0):>5}  violations {len(stats['violations']):>3}"
         )
+    out += _phase_lines(document)
 
     by_pass: dict[str, int] = document["proxies_by_pass"]
     out += ["", "Proxy creations by pass"]
@@ -52,7 +79,7 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
         out += ["", f"Top {min(top, len(sites))} of {len(sites)} proxy-creating call sites"]
         for entry in sites[:top]:
             out.append(f"  {entry['count']:>7}  {entry['pass']:<28}  {site_text(entry['site'])}")
-        out += ["", "Top 3 proxy-creating call sites of each remat pass"]
+        out += ["", "Top 3 proxy-creating call sites of each pass"]
         for name in sorted(by_pass):
             if name == _OTHER:
                 continue

@@ -20,7 +20,7 @@ import safe_tracectx.policy as policy_module
 
 pytest_plugins = ["pytester"]
 # Files mypy checks (tests/test_typing.py); some must not even type-check, so pytest never imports them.
-collect_ignore = ["typing"]
+collect_ignore = ["typing", "sweep_cases"]  # sweep_cases: programs the sweep runs, not tests
 
 
 #: lightning-thunder before 0.2.6 does not rename recomputed outputs in the backward (the seed PR),

@@ -107,3 +107,17 @@ def test_check_trace_finds_nothing_on_the_traces_thunder_produced(runs: tuple[Ru
             assert bw_names, "the backward recompute renamed its outputs"
         else:
             assert check_forward_backward(fws[-1], bws[-1]), "older Thunder reuses forward names in the backward"
+
+
+def test_every_pass_is_audited_and_the_pass_table_lists_the_executors_that_ran(runs: tuple[Run, Run]) -> None:
+    log = runs[1].log
+    assert log is not None
+    labels = {run["label"] for run in log.pass_runs}
+    assert {"interpretation/tracing", "operator executors", "TorchCompileExecutor.fusion_pass"} <= labels
+    assert "(outside remat passes)" not in log.proxies_by_pass
+    kinds = {phase["kind"] for phase in log.phases()}
+    assert {"tracing", "autodiff", "execution", "split", "fusion", "remat"} <= kinds
+    report = log.report(top=0)
+    assert "TorchCompileExecutor.fusion_pass" in report and "Work by phase" in report
+    if THUNDER_RENAMES_RECOMPUTE:
+        assert all(run["violations"] == [] for run in log.pass_runs)

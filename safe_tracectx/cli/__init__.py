@@ -1,4 +1,4 @@
-"""The ``safe-tracectx`` command line: ``demo``, ``run``, ``combine``, ``report`` and ``lint`` (like coverage's ``cmdline``).
+"""The ``safe-tracectx`` command line: ``demo``, ``run``, ``combine``, ``report``, ``sweep`` and ``lint`` (like coverage's ``cmdline``).
 
     $ safe-tracectx demo                        # the main job on the built-in model
     $ safe-tracectx demo --tour                 # a guided tour of the three managers
@@ -6,6 +6,7 @@
     $ safe-tracectx run -m mypackage.train      # a module, like python -m
     $ safe-tracectx report audit.json           # a saved run's report again
     $ safe-tracectx combine                     # merge the per-rank data files of a torchrun launch
+    $ safe-tracectx sweep train.py --max 100    # fail each trace-context operation in turn
     $ safe-tracectx lint src/                   # the static check
 
 ``main()`` returns an :class:`~safe_tracectx.exitcodes.ExitStatus` (or the
@@ -61,6 +62,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     )
     combine_cli.add_report_arguments(report)
 
+    from safe_tracectx.cli.sweep import add_arguments as add_sweep_arguments
+
+    sweep = subs["sweep"] = commands.add_parser(
+        "sweep",
+        help="fail each set_tracectx, proxy creation and pass entry in turn; report what leaked or was masked",
+        usage="safe-tracectx sweep [options] (script.py | -m MODULE) [program arguments ...]",
+        allow_abbrev=False,
+    )
+    add_sweep_arguments(sweep)
+
     from safe_tracectx.lint import command as lint_command
 
     lint = subs["lint"] = commands.add_parser(
@@ -75,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, subs = build_parser()
     program: list[str] = []
-    if argv and argv[0] == "run":
+    if argv and argv[0] in ("run", "sweep"):
         from safe_tracectx.cli.run import split_program
 
         argv, program = split_program(argv)
@@ -105,6 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtraError as error:
         print(f"safe-tracectx {command}: error: {error}", file=sys.stderr)
         return ExitStatus.USAGE_ERROR
+    if command == "sweep":
+        from safe_tracectx.cli.sweep import sweep_command
+
+        return sweep_command(args, program, subs["sweep"])
     if command == "demo":
         from safe_tracectx.cli.demo import demo_command
 

@@ -19,7 +19,9 @@ from safe_tracectx.exitcodes import ExitStatus
 __all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_outputs", "check_writable", "usage_error"]
 
 #: The options of ``run`` that take a value (``split_program`` needs to know them).
-AUDIT_OPTIONS_WITH_VALUE = frozenset({"--policy", "--json", "--top", "-m", "--data-file", "--html"})
+AUDIT_OPTIONS_WITH_VALUE = frozenset(
+    {"--policy", "--json", "--top", "-m", "--data-file", "--html", "--max", "--seed", "--kinds", "--in-pass"}
+)
 
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:

@@ -46,3 +46,9 @@ def demo_step(out: TextIO, started: float | None = None) -> None:
     progress(f"forward done, loss {loss.item():.4f}; backward ...")
     loss.backward()
     progress("backward done")
+
+
+if __name__ == "__main__":  # python -m safe_tracectx.demo.main_job (what `safe-tracectx sweep -m` runs)
+    import sys
+
+    demo_step(sys.stdout)

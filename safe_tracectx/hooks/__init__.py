@@ -1,8 +1,12 @@
-"""Thunder hooks: guarded set/reset of the trace, the naming hook and the remat pass wrappers.
+"""Thunder hooks: guarded set/reset of the trace, the naming hook and the pass wrappers.
 
 - ``guard``: the guarded ``set_tracectx``/``reset_tracectx`` (raw sets as blocks);
 - ``naming``: the proxy-naming hook (``Policy.missing_trace``);
-- ``passes``: the pass wrappers (audit and validation of their output);
+- ``passes``: the pass wrappers, functions and the methods of Transform and FusionExecutor classes;
+- ``runs``: one pass run (timing, proxies, validation, fingerprints, the ``pass_run`` event);
+- ``pairs``: a compilation's forward/backward pair and the pass that introduced a clash;
+- ``audited``: ``audited_pass``, for passes Thunder does not call through a Transform;
+- ``faults``: the injection points of ``safe-tracectx sweep``;
 - ``patching``: what is replaced where, put in place and back;
 - ``installer``: installations (``install``, ``uninstall``, ``installed``, ``audit``) as a stack.
 """

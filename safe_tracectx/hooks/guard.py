@@ -27,6 +27,7 @@ from safe_tracectx.actions import act
 from safe_tracectx.callsite import CallSite, find_call_site
 from safe_tracectx.context.blocks import ENDED, OWNER_VAR, TRACE_VAR, Block, open_blocks
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
+from safe_tracectx.hooks import faults
 from safe_tracectx.labels import describe_trace
 
 __all__ = [
@@ -111,6 +112,8 @@ def next_serial() -> int:
 
 def guarded_set_tracectx(ctx: Any) -> Token[Any]:
     """Sets the current trace context (checked by safe_tracectx: see ``reset_tracectx``)."""
+    if faults.injector is not None:
+        faults.point("set", events.current_pass.get())
     block = RawBlock(ctx, find_call_site())
     block._activate()
     _blocks_by_token[id(block._value_token)] = block

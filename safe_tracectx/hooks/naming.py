@@ -16,10 +16,13 @@ from safe_tracectx import events
 from safe_tracectx.callsite import find_call_site, find_frame
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.context.lookup import on_missing_trace
+from safe_tracectx.hooks import faults
+from safe_tracectx.hooks.runs import current_run
 
 __all__ = ["make_naming_hook"]
 
 _trace_get: Final = TRACE_VAR.get
+_run_get: Final = current_run.get
 
 
 def _in_proxy_init(frame: FrameType) -> bool:
@@ -36,6 +39,8 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
     """A ``make_proxy_name`` that applies the policy when no trace is active and reports to the audit."""
 
     def make_proxy_name(*, name: str | None = None, prefix: str | None = None) -> str:
+        if faults.injector is not None:
+            faults.point("proxy", events.current_pass.get())
         trace = _trace_get(None)
         if trace is None:
             trace = on_missing_trace(_what_is_being_made())
@@ -44,6 +49,11 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
             if events.sinks:
                 events.emit("proxy_traceless", trace=None, site=find_call_site(skip_thunder=True))
         made: str = trace.make_name(name=name, prefix=prefix)
+        run = _run_get()
+        if run is not None:
+            run.proxies += 1
+            if id(trace) not in run.namers:
+                run.namers[id(trace)] = (trace, made)
         if events.sinks:
             events.emit("proxy_created", trace=trace, site=find_call_site(), name=made)
         return made

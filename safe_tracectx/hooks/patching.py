@@ -21,7 +21,8 @@ import thunder.core.trace as thunder_trace
 
 from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx
 from safe_tracectx.hooks.naming import make_naming_hook
-from safe_tracectx.hooks.passes import wrap_pass
+from safe_tracectx.hooks.runs import DECLARED
+from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass
 from safe_tracectx.pass_catalog import PASSES, PassSpec
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
@@ -47,12 +48,18 @@ class SupportReport:
     present: tuple[str, ...]
     missing: tuple[str, ...]
     rebound_in: tuple[str, ...]
+    #: ``module.Class.method`` of each Transform/FusionExecutor method hooked (or hooked on install).
+    methods: tuple[str, ...] = ()
+    #: Each ``audited_pass`` label declared, with its function (or ``block``).
+    user_passes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         lines = [f"lightning-thunder {self.thunder_version}"]
         lines += [f"  audited: {name}" for name in self.present]
         lines += [f"  not in this version (skipped): {name}" for name in self.missing]
         lines += [f"  also rebound in: {name}" for name in self.rebound_in]
+        lines += [f"  audited method: {name}" for name in self.methods]
+        lines += [f"  audited_pass: {name}" for name in self.user_passes]
         return "\n".join(lines)
 
 
@@ -105,15 +112,17 @@ def plan() -> list[Patch]:
 
 
 def apply(patches: list[Patch]) -> None:
-    """Bind each replacement wherever its original is bound by name."""
+    """Bind each replacement wherever its original is bound by name; hook the Transform and executor classes."""
     modules = _modules()
     for patch in patches:
         for module in _bindings(patch.original, patch.attribute, modules):
             setattr(module, patch.attribute, patch.replacement)
+    hook_classes()
 
 
 def remove(patches: list[Patch]) -> None:
-    """Bind each original back wherever its replacement is bound, in every module loaded now."""
+    """Bind each original back wherever its replacement is bound, in every module loaded now; unhook the classes."""
+    unhook_classes()
     modules = _modules()
     for patch in reversed(patches):
         for module in _bindings(patch.replacement, patch.attribute, modules):
@@ -140,4 +149,11 @@ def thunder_support() -> SupportReport:
             if f"{m.__name__}.{spec.attribute}" != spec.qualname and m.__name__.startswith("thunder")
         ]
     version = getattr(sys.modules.get("thunder"), "__version__", "unknown")
-    return SupportReport(str(version), tuple(present), tuple(missing), tuple(sorted(set(rebound))))
+    return SupportReport(
+        str(version),
+        tuple(present),
+        tuple(missing),
+        tuple(sorted(set(rebound))),
+        tuple(hooked_classes()),
+        tuple(f"{label} ({where})" for label, where in DECLARED.items()),
+    )

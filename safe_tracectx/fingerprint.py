@@ -1,0 +1,60 @@
+"""A trace's fingerprint: per top-level bound symbol, its symbol, output names, shapes and dtypes.
+
+Cheap (no trace text, no printing), JSON-ready, and enough to tell which pass's
+output first defined a name::
+
+    >>> from thunder.core.trace import TraceCtx
+    >>> from safe_tracectx.fingerprint import fingerprint
+    >>> fingerprint(TraceCtx())
+    []
+
+Each entry is ``[symbol_name, [output names], [shape as a list, or None], [dtype as str, or None]]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["defined_names", "fingerprint"]
+
+
+def _shape(proxy: Any) -> list[Any] | None:
+    shape = getattr(proxy, "_shape", None)
+    if shape is None:
+        return None
+    try:
+        return [s if isinstance(s, int | float | str | bool) else str(s) for s in shape]
+    except TypeError:
+        return None
+
+
+def _dtype(proxy: Any) -> str | None:
+    dtype = getattr(proxy, "_dtype", None)
+    return None if dtype is None else str(dtype)
+
+
+def fingerprint(trace: Any) -> list[list[Any]]:
+    """``[symbol_name, [names], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order."""
+    entries: list[list[Any]] = []
+    for bsym in getattr(trace, "bound_symbols", ()):
+        outs = list(getattr(bsym, "flat_proxy_outs", ()))
+        entries.append(
+            [
+                str(getattr(getattr(bsym, "sym", None), "name", "?")),
+                [p.name for p in outs],
+                [_shape(p) for p in outs],
+                [_dtype(p) for p in outs],
+            ]
+        )
+    return entries
+
+
+def defined_names(entries: Iterable[list[Any]], *, skip_unpack: bool = False) -> set[str]:
+    """The names a fingerprinted trace defines (the backward's own unpacking left out with ``skip_unpack``)."""
+    return {
+        name
+        for symbol, names, *_ in entries
+        if not (skip_unpack and str(symbol).startswith("unpack"))
+        for name in names
+    }

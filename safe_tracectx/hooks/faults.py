@@ -1,0 +1,90 @@
+"""Injection points for ``safe-tracectx sweep``: each ``set_tracectx``, proxy creation and pass entry.
+
+While an :class:`Injector` is armed (``arm()``), every hooked point counts
+itself; a counting injector (``target=None``) records each point's kind and
+pass, an injecting one raises :class:`InjectedFault` at point number ``target``::
+
+    >>> from safe_tracectx.hooks import faults
+    >>> injector = faults.arm(faults.Injector(target=1))
+    >>> faults.point("set", None)
+    >>> try:
+    ...     faults.point("proxy", "fusion remat")
+    ... except faults.InjectedFault as fault:
+    ...     print(fault)
+    injected fault at point 1 (proxy creation in fusion remat)
+    >>> faults.disarm()
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Final
+
+__all__ = ["POINT_KINDS", "InjectedFault", "Injector", "arm", "disarm", "point"]
+
+#: The kinds of injection point, and how reports call them.
+POINT_KINDS: Final = {"set": "set_tracectx", "proxy": "proxy creation", "pass": "pass entry"}
+
+
+class InjectedFault(Exception):
+    """The exception a sweep raises at one injection point (a plain ``Exception``, as real failures are)."""
+
+    def __init__(self, index: int, kind: str, pass_label: str | None) -> None:
+        where = f" in {pass_label}" if pass_label else ""
+        super().__init__(f"injected fault at point {index} ({POINT_KINDS.get(kind, kind)}{where})")
+        self.index = index
+        self.kind = kind
+        self.pass_label = pass_label
+        #: Where it was raised: the stack of the hooked call, innermost last (this package's frames left out).
+        self.stack = [
+            f"{frame.filename}:{frame.lineno} in {frame.name}"
+            for frame in traceback.extract_stack()[:-1]
+            if "/safe_tracectx/hooks/" not in frame.filename
+        ]
+
+
+class Injector:
+    """Counts injection points; with a ``target``, raises at that one (once)."""
+
+    __slots__ = ("target", "index", "points", "fired", "changed_inputs")
+
+    def __init__(self, target: int | None = None) -> None:
+        self.target = target
+        self.index = 0
+        #: (kind, pass label) of each point, when counting.
+        self.points: list[tuple[str, str | None]] = []
+        self.fired: InjectedFault | None = None
+        #: Passes left by the fault that had changed one of their input traces: dicts with ``label``, ``trace``.
+        self.changed_inputs: list[dict[str, Any]] = []
+
+    def hit(self, kind: str, pass_label: str | None) -> None:
+        index = self.index
+        self.index = index + 1
+        if self.target is None:
+            self.points.append((kind, pass_label))
+        elif index == self.target and self.fired is None:
+            self.fired = InjectedFault(index, kind, pass_label)
+            raise self.fired
+
+
+#: The armed injector (None: sweeping is off, and each point costs one global lookup).
+injector: Injector | None = None
+
+
+def arm(new: Injector) -> Injector:
+    """Make ``new`` the armed injector; return it."""
+    global injector
+    injector = new
+    return new
+
+
+def disarm() -> None:
+    """No injector: the points cost nothing but a check."""
+    global injector
+    injector = None
+
+
+def point(kind: str, pass_label: str | None) -> None:
+    """One injection point of ``kind`` (``set``, ``proxy``, ``pass``); may raise ``InjectedFault``."""
+    if injector is not None:
+        injector.hit(kind, pass_label)

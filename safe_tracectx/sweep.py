@@ -1,0 +1,219 @@
+"""Fault-injection sweep: fail the k-th trace-context operation of a run, for every k, and check what is left.
+
+Like SQLite's test of failing the k-th allocation: a counting run numbers the
+injection points (each ``set_tracectx``, proxy creation and pass entry), then
+the program runs once per point (or a seeded sample) in a forked child that
+raises :class:`~safe_tracectx.hooks.faults.InjectedFault` there. After each
+run: no trace is left active, no raw set is left open, the exception that
+reached the top is the injected one, or wraps it (``raise ... from``), not one
+raised while handling it, and the
+passes it cut short did not change their input traces::
+
+    >>> import thunder.core.trace as trace
+    >>> from safe_tracectx.sweep import sweep
+    >>> def leaky() -> None:
+    ...     token = trace.set_tracectx(trace.TraceCtx())
+    ...     trace.set_tracectx(trace.TraceCtx())  # a second point: the fault lands here, the reset never runs
+    ...     trace.reset_tracectx(token)
+    >>> result = sweep(leaky)
+    >>> result.points, result.runs, [f.index for f in result.findings]
+    (2, 2, [1])
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import random
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from safe_tracectx.policy import STRICT, Policy
+
+__all__ = ["SWEEP_POLICY", "Finding", "SweepResult", "count_points", "run_point", "sweep"]
+
+#: Strict, except that an unbalanced reset is only recorded: the sweep reports leaks itself, and an
+#: ``UnbalancedContextError`` raised while unwinding would replace the injected fault.
+SWEEP_POLICY = dataclasses.replace(STRICT, unbalanced="ignore")
+
+
+@dataclasses.dataclass
+class Finding:
+    """An injection point after which something was wrong."""
+
+    index: int
+    kind: str
+    pass_label: str | None
+    outcome: str
+    problems: list[str]
+    stack: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """Totals of a sweep and its findings."""
+
+    points: int
+    by_kind: dict[str, int]
+    runs: int
+    outcomes: dict[str, int]
+    findings: list[Finding]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "findings": [f.to_dict() for f in self.findings]}
+
+
+def _in_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_end)
+        try:
+            payload = json.dumps(work(), default=str).encode()
+        except BaseException as error:  # noqa: BLE001 - anything the run did not handle is its outcome
+            payload = json.dumps({"outcome": "sweep error", "problems": [repr(error)], "stack": []}).encode()
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(payload)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        return {"outcome": "crashed", "problems": [f"the run died (wait status {status})"], "stack": []}
+    result: dict[str, Any] = json.loads(data)
+    return result
+
+
+def _exception_site(error: BaseException) -> str:
+    frames = traceback.extract_tb(error.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "(unknown)"
+
+
+def _chain(error: BaseException | None) -> Iterable[tuple[BaseException, bool]]:
+    """Each exception of ``error``'s chain, with whether every link to it was ``raise ... from`` (a wrap)."""
+    seen: set[int] = set()
+    wrapped = True
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error, wrapped
+        wrapped = wrapped and error.__cause__ is not None
+        error = error.__cause__ or error.__context__
+
+
+def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> dict[str, Any]:
+    """One run under the hooks with an injector armed (in the child)."""
+    from safe_tracectx.context.blocks import TRACE_VAR
+    from safe_tracectx.hooks import begin, faults
+    from safe_tracectx.labels import describe_trace
+
+    injector = faults.arm(faults.Injector(target))
+    installation = begin("safe-tracectx sweep", policy, audit=True)
+    log = installation.audit_log
+    assert log is not None
+    top: BaseException | None = None
+    try:
+        body()
+    except BaseException as error:  # noqa: BLE001 - the outcome of this run
+        top = error
+    finally:
+        faults.disarm()
+    if target is None:
+        return {"points": injector.points}
+    fired, problems = injector.fired, []
+    active = TRACE_VAR.get(None)
+    if active is not None:
+        problems.append(f"a trace was left active: {describe_trace(active)}")
+    for event in log.leaked_sets:
+        problems.append(f"set_tracectx({event.trace}) at {event.site} was never reset")
+    for changed in injector.changed_inputs:
+        problems.append(f"{changed['label']} changed its input ({changed['trace']}) before it failed")
+    if fired is None:
+        outcome = "not reached"
+    elif top is fired:
+        outcome = "propagated"
+    elif top is None or (isinstance(top, SystemExit) and top.code in (0, None)):
+        outcome = "handled"
+    else:
+        links = [wrapped for error, wrapped in _chain(top) if error is fired]
+        outcome = "replaced" if not links else "wrapped" if links[0] else "masked"
+    if outcome in ("masked", "replaced") and top is not None:
+        problems.append(
+            f"{outcome}: {type(top).__name__}: {top} (raised at {_exception_site(top)}) reached the top "
+            + ("while the injected fault was being handled" if outcome == "masked" else "instead of the injected fault")
+        )
+    try:
+        with log.stopped():
+            installation.end()
+    except BaseException:  # noqa: BLE001 - recorded above already
+        pass
+    stack = fired.stack if fired is not None else []
+    starts = [i for i, frame in enumerate(stack) if frame.endswith(" in _run_once")]
+    return {"outcome": outcome, "problems": problems, "stack": stack[starts[-1] + 1 :] if starts else stack}
+
+
+def count_points(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY) -> list[tuple[str, str | None]]:
+    """(kind, pass label) of each injection point of one run of ``body`` (run in a forked child)."""
+    result = _in_child(lambda: _run_once(body, None, policy))
+    if "points" not in result:
+        raise RuntimeError(f"the counting run failed: {result.get('problems')}")
+    return [(kind, label) for kind, label in result["points"]]
+
+
+def run_point(body: Callable[[], None], index: int, *, policy: Policy = SWEEP_POLICY) -> dict[str, Any]:
+    """Run ``body`` in a forked child with the fault at point ``index``: ``outcome``, ``problems``, ``stack``."""
+    return _in_child(lambda: _run_once(body, index, policy))
+
+
+def sweep(
+    body: Callable[[], None],
+    *,
+    max_runs: int | None = None,
+    seed: int = 0,
+    kinds: Iterable[str] | None = None,
+    in_pass: str | None = None,
+    policy: Policy = SWEEP_POLICY,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SweepResult:
+    """Count the injection points of ``body``, then inject at each.
+
+    Only points of ``kinds`` (``set``, ``proxy``, ``pass``), inside a pass whose label contains
+    ``in_pass``; a seeded sample of ``max_runs`` of them.
+    """
+    started = time.perf_counter()
+    points = count_points(body, policy=policy)
+    wanted = set(kinds) if kinds is not None else None
+    indices = [
+        i
+        for i, (kind, label) in enumerate(points)
+        if (wanted is None or kind in wanted) and (in_pass is None or in_pass in (label or ""))
+    ]
+    if max_runs is not None and len(indices) > max_runs:
+        indices = sorted(random.Random(seed).sample(indices, max_runs))
+    outcomes: collections.Counter[str] = collections.Counter()
+    findings: list[Finding] = []
+    for done, index in enumerate(indices, 1):
+        result = run_point(body, index, policy=policy)
+        outcomes[result["outcome"]] += 1
+        if result["problems"]:
+            kind, label = points[index]
+            findings.append(Finding(index, kind, label, result["outcome"], result["problems"], result["stack"]))
+        if progress is not None:
+            progress(done, len(indices), len(findings))
+    return SweepResult(
+        points=len(points),
+        by_kind=dict(collections.Counter(kind for kind, _ in points)),
+        runs=len(indices),
+        outcomes=dict(outcomes),
+        findings=findings,
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,130 @@
+"""safe-tracectx sweep: injection points counted, a fault per point, leaks and masked exceptions found."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from safe_tracectx.cli import main
+from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.hooks import faults
+from safe_tracectx.sweep import count_points, sweep
+
+CASES = Path(__file__).resolve().parent / "sweep_cases"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_a_leaky_transform_is_found_with_the_line_of_its_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "sweep.json"
+    status = main(["sweep", "--in-pass", "Leaky", "--json", str(data), str(CASES / "leaky_transform.py")])
+    out, err = capsys.readouterr()
+    assert status == ExitStatus.SWEEP_FINDINGS
+    assert "leaks: 2" in out and "leaky_transform.py:21 in LeakyTransform.transform_trace_post_optimization was never reset" in out
+    assert "a trace was left active" in out and "sweep [" in err
+    document = json.loads(data.read_text())
+    assert document["schema"] == "safe-tracectx/sweep" and document["by_kind"]["set"] > 0
+    finding = document["findings"][0]
+    assert finding["kind"] == "proxy" and finding["pass_label"] == "LeakyTransform.transform_trace_post_optimization"
+    assert any("leaky_transform.py:22" in frame for frame in finding["stack"])
+
+
+def test_a_set_inside_its_try_masks_the_fault_with_an_unbound_local(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", str(CASES / "masked_set.py")]) == ExitStatus.SWEEP_FINDINGS
+    out = capsys.readouterr().out
+    assert "point 0: set_tracectx (masked)" in out
+    assert "UnboundLocalError" in out and "masked_set.py:13" in out and "masked or replaced exceptions: 1" in out
+
+
+def test_the_examples_run_clean_under_the_sweep(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["sweep", "--kinds", "set,pass", str(EXAMPLES / "recompute_in_backward.py")])
+    out = capsys.readouterr().out
+    assert status == ExitStatus.OK, out
+    assert "broken: 0" in out
+
+
+def test_points_are_counted_without_touching_the_parent() -> None:
+    import thunder.core.trace as trace
+
+    def body() -> None:
+        token = trace.set_tracectx(trace.TraceCtx())
+        trace.reset_tracectx(token)
+
+    assert count_points(body) == [("set", None)]
+    assert faults.injector is None
+    result = sweep(body)
+    assert (result.points, result.runs, result.outcomes, result.findings) == (1, 1, {"propagated": 1}, [])
+
+
+def test_sampling_is_seeded() -> None:
+    import thunder.core.trace as trace
+
+    def body() -> None:
+        for _ in range(10):
+            trace.reset_tracectx(trace.set_tracectx(trace.TraceCtx()))
+
+    first = sweep(body, max_runs=3, seed=7)
+    assert first.runs == 3 and first.points == 10 and sweep(body, max_runs=3, seed=7).outcomes == first.outcomes
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["sweep"], "sweep needs a script"),
+        (["sweep", "--kinds", "malloc", "x.py"], "--kinds takes"),
+        (["sweep", "--max", "0", "x.py"], "--max must be >= 1"),
+        (["sweep", "no_such_script.py"], "no such script"),
+    ],
+)
+def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == ExitStatus.USAGE_ERROR
+    assert message in capsys.readouterr().err
+
+
+def test_the_pytest_option_sweeps_one_test(tmp_path: Path) -> None:
+    (tmp_path / "test_masked.py").write_text(
+        textwrap.dedent(
+            """
+            from thunder.core.trace import TraceCtx, reset_tracectx, set_tracectx
+
+            def test_masked() -> None:
+                trace = TraceCtx()
+                try:
+                    token = set_tracectx(trace)
+                    trace.make_name()
+                finally:
+                    reset_tracectx(token)
+            """
+        )
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--safe-tracectx-sweep", "test_masked.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 1 and "SweepFailed" in run.stdout and "UnboundLocalError" in run.stdout, run.stdout[-3000:]
+
+
+def test_a_pass_that_changes_its_input_before_failing_is_found() -> None:
+    import safe_tracectx as stc
+    from thunder.core import devices, dtypes, prims
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import TraceCtx, tracectx
+
+    @stc.audited_pass("in-place pass")
+    def in_place(trace: TraceCtx) -> TraceCtx:
+        trace.bound_symbols.append(prims.python_return.bind(None, output=None))  # edits its input ...
+        with tracectx(trace):
+            TensorProxy(shape=(1,), device=devices.cpu, dtype=dtypes.float32)  # ... then a fault here
+        return trace
+
+    result = sweep(lambda: None if in_place(TraceCtx()) is None else None, kinds=["proxy"])
+    (finding,) = result.findings
+    assert finding.pass_label == "in-place pass" and finding.outcome == "propagated"
+    (problem,) = finding.problems
+    assert problem.startswith("in-place pass changed its input (trace @") and problem.endswith(") before it failed")
