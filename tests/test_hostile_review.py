@@ -253,7 +253,7 @@ def test_run_refuses_unknown_options_with_its_own_usage(capsys: pytest.CaptureFi
 def test_report_refuses_a_damaged_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "a.json").write_text('{"schema": "safe-tracectx/audit"}')
     assert main(["report", str(tmp_path / "a.json")]) == 2
-    assert "is a damaged safe-tracectx audit: version None" in capsys.readouterr().err
+    assert "is a damaged safe-tracectx data file: version None" in capsys.readouterr().err
 
 
 def test_a_json_path_that_cannot_be_written_is_refused_before_running(capsys: pytest.CaptureFixture[str]) -> None:
