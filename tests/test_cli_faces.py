@@ -110,7 +110,7 @@ def test_report_renders_a_saved_run_and_refuses_what_is_not_one(
     assert json.loads(capsys.readouterr().out)["schema"] == "safe-tracectx/audit"
     (project / "other.json").write_text('{"schema": "something/else"}')
     assert main(["report", "other.json"]) == ExitStatus.USAGE_ERROR
-    assert "is not a safe-tracectx audit" in capsys.readouterr().err
+    assert "is not a safe-tracectx data file" in capsys.readouterr().err
     (project / "broken.json").write_text("{not json")
     assert main(["report", "broken.json"]) == ExitStatus.USAGE_ERROR
     assert "cannot read broken.json" in capsys.readouterr().err

@@ -130,7 +130,7 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         load_members([args.data_file])  # checks the schema
     except (OSError, UnicodeError, ValueError) as error:
         if isinstance(error, DataFileError):
-            return usage_error(parser, f"{error}; write one with run --json FILE")
+            return usage_error(parser, str(error))
         return usage_error(parser, f"cannot read {args.data_file}: {error}")
     combined = document.get("schema") == COMBINED_SCHEMA
     problem = None if combined else _malformed(document)
