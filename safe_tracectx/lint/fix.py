@@ -36,6 +36,10 @@ FIXABLE = frozenset({"STC001", "STC002", "STC003"})
 _MAX_PASSES = 8
 
 
+class _CannotFix(Exception):
+    """An edit the source's shape does not allow after all: its findings are left with this reason."""
+
+
 @dataclasses.dataclass
 class FixResult:
     """The fixed text, how many findings the fix removed, and those it left with the reason."""
@@ -107,9 +111,11 @@ def _hoist(statement: cst.BaseStatement) -> list[cst.BaseStatement]:
     """``try: set; a finally: ...`` -> ``set; try: a finally: ...`` (comments above ``try`` stay above)."""
     import libcst as cst
 
-    assert isinstance(statement, cst.Try) and isinstance(statement.body, cst.IndentedBlock)
+    if not isinstance(statement, (cst.Try, cst.TryStar)) or not isinstance(statement.body, cst.IndentedBlock):
+        raise _CannotFix("the `try` body is on the line of `try:`: give it lines of its own")
     first, *rest = statement.body.body
-    assert isinstance(first, cst.SimpleStatementLine)
+    if not isinstance(first, cst.SimpleStatementLine):
+        raise _CannotFix("the set is not a statement of its own line")
     moved = first.with_changes(leading_lines=[*statement.leading_lines, *first.leading_lines])
     body = [_no_leading_blank(rest[0]), *rest[1:]] if rest else [cst.SimpleStatementLine(body=[cst.Pass()])]
     return [moved, statement.with_changes(leading_lines=[], body=statement.body.with_changes(body=body))]
@@ -131,7 +137,12 @@ def fix_source(source: str, path: str = "<source>", *, codes: frozenset[str] = D
     for _ in range(_MAX_PASSES):
         if not edits:
             break
-        rewritten = _rewrite(text, edits)
+        try:
+            rewritten = _rewrite(text, edits)
+        except _CannotFix as error:
+            return _left(text, before, findings, unfixed, edits, str(error))
+        except Exception as error:  # libcst cannot take this file (too deep, a syntax it lacks): left as it is
+            return _left(text, before, findings, unfixed, edits, f"libcst cannot rewrite this file ({type(error).__name__})")
         if rewritten == text:
             break
         text = rewritten
@@ -139,6 +150,12 @@ def fix_source(source: str, path: str = "<source>", *, codes: frozenset[str] = D
         edits, unfixed = plan(ast.parse(text), findings)
     unfixed += [Unfixed(e.line, e.code, "its block is on the line of its header (`if x: ...`): give it lines of its own") for e in edits]
     return FixResult(text, before - len(findings), sorted(unfixed, key=lambda u: u.line))
+
+
+def _left(text: str, before: int, findings: list[tuple[int, str]], unfixed: list[Unfixed], edits: list[Edit], reason: str) -> FixResult:
+    """The text of the passes so far, the edits of the pass that failed left with ``reason``."""
+    left = unfixed + [Unfixed(e.line, e.code, reason) for e in edits]
+    return FixResult(text, before - len(findings), sorted(left, key=lambda u: u.line))
 
 
 def diff(path: str, before: str, after: str) -> str:

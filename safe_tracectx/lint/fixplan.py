@@ -155,6 +155,8 @@ def _plan_hoist(block: list[ast.stmt], index: int, owner: ast.AST, field: str, c
         return f"statements before the set inside the `try` (from line {block[0].lineno}) would then run after it"
     if not _resets(_own_nodes(owner.finalbody), token):
         return "the `finally` does not reset the token"
+    if stmt.lineno == owner.lineno:
+        return "the set is on the line of `try:`: give the `try` body lines of its own"
     if any(s.lineno == stmt.lineno for s in block[1:]):
         return "the set shares its line with another statement"
     return Edit("hoist", owner.lineno, stmt.lineno, code, line)

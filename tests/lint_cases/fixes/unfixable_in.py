@@ -66,3 +66,8 @@ def statements_before_the_set(t):
 
 def one_line_block(t):
     if t: tok = set_tracectx(t); g(); reset_tracectx(tok)  # not fixed: the set or the reset shares its line
+
+
+def set_on_the_try_line(t):
+    try: tok = set_tracectx(t)  # not fixed: the set is on the line of `try:`
+    finally: reset_tracectx(tok)
