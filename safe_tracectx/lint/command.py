@@ -158,12 +158,14 @@ def _run(args: argparse.Namespace) -> int:
     paths = list(args.paths) or (["-"] if args.stdin_filename else ["."])
     if paths.count("-") > 1:
         raise UsageError("- (standard input) can be given once")
+    unwritable = False
     if args.fix or args.diff:
         from safe_tracectx.lint.fixcommand import run_fix
 
         fixed = run_fix(args, paths, codes, exclude, per_file, root)
-        if fixed is not None:  # --diff, or --fix of standard input: nothing more to report
-            return fixed
+        if fixed.status is not None:  # --diff, or --fix of standard input: nothing more to report
+            return fixed.status
+        unwritable = fixed.unwritable
     try:
         result = lint_paths([p for p in paths if p != "-"], codes=codes, exclude=exclude, per_file_ignores=per_file, root=root)
     except OSError as error:
@@ -188,6 +190,8 @@ def _run(args: argparse.Namespace) -> int:
             return ExitStatus.USAGE_ERROR
     else:
         print(report)
+    if unwritable:
+        return ExitStatus.USAGE_ERROR
     return ExitStatus.FINDINGS if result.failures and not args.exit_zero else ExitStatus.OK
 
 
