@@ -25,6 +25,8 @@ Exit statuses (``safe_tracectx.exitcodes.ExitStatus``): ``OK`` (0) clean, ``FIND
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +35,7 @@ from typing import NoReturn
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.lint.config import Settings, load_settings, parse_per_file_ignores
 from safe_tracectx.lint.files import DEFAULT_EXCLUDE
-from safe_tracectx.lint.formatters import FORMATTERS, with_statistics
+from safe_tracectx.lint.formatters import FORMATTERS, with_statistics, write_report
 from safe_tracectx.lint.rules import AUDIT_CODES, RULES, explain
 from safe_tracectx.lint.runner import (
     FileFinding,
@@ -117,6 +119,18 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return ExitStatus.INTERRUPTED
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as ruff and flake8 do
+        _silence_stdout()
+        return ExitStatus.FINDINGS
+
+
+def _silence_stdout() -> None:
+    """Point standard output at devnull so that the flush at exit raises no second BrokenPipeError."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
 
 
 def _globs(text: str, option: str) -> tuple[str, ...]:
@@ -181,15 +195,10 @@ def _run(args: argparse.Namespace) -> int:
     report = FORMATTERS[args.format](result)
     if args.statistics:
         report = with_statistics(report, result, args.format)
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                out.write(report + "\n")
-        except OSError as error:
-            print(f"{PROG}: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
-            return ExitStatus.USAGE_ERROR
-    else:
-        print(report)
+    problem = write_report(report + "\n", args.output)
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return ExitStatus.USAGE_ERROR
     if unwritable:
         return ExitStatus.USAGE_ERROR
     return ExitStatus.FINDINGS if result.failures and not args.exit_zero else ExitStatus.OK

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.lint.files import discover
-from safe_tracectx.lint.formatters import format_text
+from safe_tracectx.lint.formatters import format_text, write_report
 from safe_tracectx.lint.runner import PerFileIgnore, codes_for, lint_bytes, lint_paths
 
 __all__ = ["FixOutcome", "run_fix"]
@@ -130,8 +130,10 @@ def run_fix(
             return FixOutcome(_after_stdin(args, files_given, codes, exclude, per_file, root, tally))
     _say(f"{PROG}: {'would fix' if args.diff else 'fixed'} {tally.fixed} finding(s) in {tally.changed} file(s)")
     if args.diff:
-        print("".join(tally.diffs), end="")
-        if tally.unwritable:
+        problem = write_report("".join(tally.diffs), args.output)
+        if problem:
+            _say(f"{PROG}: error: {problem}")
+        if problem or tally.unwritable:
             return FixOutcome(ExitStatus.USAGE_ERROR)
         return FixOutcome(ExitStatus.FINDINGS if (tally.diffs or tally.left) and not args.exit_zero else ExitStatus.OK)
     return FixOutcome(None, tally.unwritable)
