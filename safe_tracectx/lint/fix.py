@@ -53,6 +53,10 @@ def _rewrite(source: str, edits: Sequence[Edit]) -> str:
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
+    by_first: dict[int, list[Edit]] = {}
+    for edit in edits:
+        by_first.setdefault(edit.first, []).append(edit)
+
     class Rewriter(cst.CSTTransformer):
         METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -62,7 +66,7 @@ def _rewrite(source: str, edits: Sequence[Edit]) -> str:
         def _body(self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
             index = {self._line(stmt): i for i, stmt in enumerate(original)}
             spans: list[tuple[int, int, Edit]] = []
-            for edit in edits:
+            for edit in (e for line in index for e in by_first.get(line, ())):
                 if edit.kind == "wrap" and edit.first in index and edit.last in index:
                     spans.append((index[edit.first], index[edit.last], edit))
                 elif edit.kind == "hoist" and edit.first in index:

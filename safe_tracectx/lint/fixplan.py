@@ -113,21 +113,21 @@ def _early_exit(span: Sequence[ast.stmt], token: str) -> str | None:
     return None
 
 
-def _scope_of(tree: ast.Module, stmt: ast.stmt) -> list[ast.stmt]:
-    """The body of the innermost function (or the module) holding ``stmt``."""
-    best: list[ast.stmt] = tree.body
+def _scopes(tree: ast.Module) -> dict[int, list[ast.stmt]]:
+    """``id(node)`` -> the body of the innermost function (or the module) holding it, for every node: one walk."""
+    scopes = {id(node): tree.body for node in _own_nodes(tree.body)}
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(s is stmt for s in _own_nodes(node.body)):
-            best = node.body
-    return best
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scopes.update((id(inner), node.body) for inner in _own_nodes(node.body))
+    return scopes
 
 
-def _plan_wrap(tree: ast.Module, block: list[ast.stmt], index: int, code: str, line: int) -> Edit | str:
+def _plan_wrap(scopes: dict[int, list[ast.stmt]], block: list[ast.stmt], index: int, code: str, line: int) -> Edit | str:
     stmt = block[index]
     token = _token(stmt)
     if token is None:
         return "the token is not bound to a plain name (discarded, stored or passed on): only its owner can reset it"
-    resets = _resets(_own_nodes(_scope_of(tree, stmt)), token)
+    resets = _resets(_own_nodes(scopes[id(stmt)]), token)
     if not resets:
         return f"no reset_tracectx({token}) in this function: the token is returned or passed on"
     if len(resets) > 1:
@@ -171,6 +171,7 @@ def plan(tree: ast.Module, findings: Sequence[tuple[int, str]]) -> tuple[list[Ed
                 where.setdefault(stmt.lineno, (block, index, owner, field))
     edits: list[Edit] = []
     unfixed: list[Unfixed] = []
+    scopes = _scopes(tree) if findings else {}
     for line, code in findings:
         if code not in {"STC001", "STC002", "STC003"}:
             continue
@@ -178,7 +179,7 @@ def plan(tree: ast.Module, findings: Sequence[tuple[int, str]]) -> tuple[list[Ed
             unfixed.append(Unfixed(line, code, "the set is not a statement of its own (inside an expression)"))
             continue
         block, index, owner, field = where[line]
-        result = _plan_hoist(block, index, owner, field, code, line) if code == "STC002" else _plan_wrap(tree, block, index, code, line)
+        result = _plan_hoist(block, index, owner, field, code, line) if code == "STC002" else _plan_wrap(scopes, block, index, code, line)
         if isinstance(result, Edit):
             edits.append(result)
         else:
