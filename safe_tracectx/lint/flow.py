@@ -38,9 +38,9 @@ def _catch_all(handler: ast.ExceptHandler) -> bool:
 
 def _guarded_next(site: SetSite, resets: list[ResetSite]) -> bool:
     """Does the statement right after the set guarantee the reset?"""
-    if site.index + 1 >= len(site.block):
-        return False
-    following = site.block[site.index + 1]
+    following = site.block[site.index + 1] if site.index + 1 < len(site.block) else site.follow
+    if following is None:
+        return False  # the last statement of its block (but of an `if` branch: the statement after the `if`)
     if any(r.stmt is following and (r.callback or r.bare) for r in resets):
         return True  # ExitStack.callback(reset_tracectx, tok), or the reset itself
     if not isinstance(following, (ast.Try, ast.TryStar)):
