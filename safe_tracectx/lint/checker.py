@@ -159,7 +159,10 @@ class _Checker:
         targets: list[ast.expr] = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else []
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.NamedExpr):
             targets = [stmt.value.target]  # (tok := set_tracectx(t))
-        for target in targets:
+        value = getattr(stmt, "value", None)
+        value = value.value if isinstance(value, ast.NamedExpr) else value
+        from_set = isinstance(value, ast.Call) and self._callee(value)[0] == SET
+        for target in [] if from_set else targets:  # an earlier token does not make a later set safe (STC002)
             if isinstance(target, ast.Name):
                 at.scope.bindings.setdefault(target.id, []).append(stmt.lineno)
         if isinstance(stmt, ast.If):
