@@ -152,7 +152,9 @@ def _options(args: argparse.Namespace) -> tuple[frozenset[str], tuple[str, ...],
     codes = select_codes(select, ignore or (), audit=args.list_proxy_sites)
     if args.list_proxy_sites and select is not None:
         codes |= AUDIT_CODES - (ignore or frozenset())
-    exclude = _globs(args.exclude, "--exclude") if args.exclude is not None else settings.exclude or DEFAULT_EXCLUDE
+    exclude = settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDE  # `exclude = []` excludes nothing
+    if args.exclude is not None:
+        exclude = _globs(args.exclude, "--exclude")
     extend = _globs(args.extend_exclude, "--extend-exclude") if args.extend_exclude is not None else settings.extend_exclude
     return codes, (*exclude, *(extend or ())), per_file or (), settings.root
 
