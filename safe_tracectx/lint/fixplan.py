@@ -76,6 +76,18 @@ def _own_nodes(stmts: Sequence[ast.stmt]) -> Iterator[ast.AST]:
                 stack.append(child)
 
 
+def _calls_set(stmt: ast.stmt) -> bool:
+    return any(_is_call(node, _SET) for node in ast.walk(stmt))
+
+
+def _alias(stmt: ast.stmt) -> str | None:
+    """``st`` for ``tok = st(t)`` when ``st`` is not ``set_tracectx`` (an alias the checker resolved)."""
+    value = getattr(stmt, "value", None)
+    if isinstance(value, ast.Call) and not _calls_set(stmt):
+        return _name(value.func)
+    return None
+
+
 def _token(stmt: ast.stmt) -> str | None:
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_call(stmt.value, _SET):
         target: ast.expr = stmt.targets[0]
@@ -125,6 +137,8 @@ def _scopes(tree: ast.Module) -> dict[int, list[ast.stmt]]:
 def _plan_wrap(scopes: dict[int, list[ast.stmt]], block: list[ast.stmt], index: int, code: str, line: int) -> Edit | str:
     stmt = block[index]
     token = _token(stmt)
+    if token is None and _alias(stmt):
+        return f"`{_alias(stmt)}` (set_tracectx imported under another name): fix it by hand"
     if token is None:
         return "the token is not bound to a plain name (discarded, stored or passed on): only its owner can reset it"
     resets = _resets(_own_nodes(scopes[id(stmt)]), token)
@@ -149,6 +163,8 @@ def _plan_wrap(scopes: dict[int, list[ast.stmt]], block: list[ast.stmt], index: 
 def _plan_hoist(block: list[ast.stmt], index: int, owner: ast.AST, field: str, code: str, line: int) -> Edit | str:
     stmt = block[index]
     token = _token(stmt)
+    if token is None and _alias(stmt):
+        return f"`{_alias(stmt)}` (set_tracectx imported under another name): fix it by hand"
     if not isinstance(owner, (ast.Try, ast.TryStar)) or field != "body" or token is None:
         return "the set is nested inside the `try` body: move it before the `try` by hand"
     if index != 0:
@@ -167,8 +183,8 @@ def plan(tree: ast.Module, findings: Sequence[tuple[int, str]]) -> tuple[list[Ed
     where: dict[int, tuple[list[ast.stmt], int, ast.AST, str]] = {}
     for block, owner, field in _blocks(tree):
         for index, stmt in enumerate(block):
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)):
-                where.setdefault(stmt.lineno, (block, index, owner, field))
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and (stmt.lineno not in where or _calls_set(stmt)):
+                where[stmt.lineno] = (block, index, owner, field)  # on a line of several, the set's statement
     edits: list[Edit] = []
     unfixed: list[Unfixed] = []
     scopes = _scopes(tree) if findings else {}
