@@ -112,3 +112,10 @@ def test_planning_is_linear_in_the_findings() -> None:
     edits, unfixed = plan(ast.parse(source), [(2 + 4 * i, "STC001") for i in range(2000)])
     assert len(edits) == 2000 and not unfixed
     assert time.perf_counter() - start < 5  # it was minutes when each finding walked the whole tree
+
+
+def test_fix_keeps_carriage_return_line_endings(tmp_path: Path) -> None:
+    path = tmp_path / "cr.py"
+    path.write_bytes(BROKEN.replace("\n", "\r").encode())
+    assert main(["--isolated", "--fix", str(path)]) == ExitStatus.OK
+    assert path.read_bytes() == FIXED.replace("\n", "\r").encode()

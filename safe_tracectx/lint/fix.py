@@ -86,7 +86,10 @@ def _rewrite(source: str, edits: Sequence[Edit]) -> str:
         def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
             return updated_node.with_changes(body=self._body(original_node.body, updated_node.body))
 
-    return MetadataWrapper(cst.parse_module(source)).visit(Rewriter()).code
+    code = MetadataWrapper(cst.parse_module(source)).visit(Rewriter()).code
+    if source.endswith("\r") and not code.endswith(("\r", "\n")):
+        code += "\r"  # libcst drops the last line break of a file with CR-only line endings
+    return code
 
 
 def _wrap(span: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
