@@ -77,6 +77,11 @@ def test_pyproject_is_found_from_a_subfolder_and_the_cli_overrides_it(
     assert report(capsys, "--isolated", ".")[1] == ["test_a.py"]
 
 
+def test_an_empty_pyproject_exclude_replaces_the_defaults(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(project, "exclude = []")
+    assert report(capsys, ".")[1] == [".venv/lib/a.py", "__pycache__/a.py", "build/lib/a.py", "gen/g.py", "src/a.py", "tests/test_a.py"]
+
+
 def test_pyproject_select_and_ignore(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(project, 'ignore = ["STC001"]')
     assert report(capsys, "src")[:2] == (0, [])

@@ -58,6 +58,7 @@ class _At:
     handlers: tuple[ast.ExceptHandler, ...] = ()  # enclosing except clauses
     loop: ast.stmt | None = None  # the innermost enclosing loop (what break/continue leave)
     guard: str | None = None  # the `with tracectx(...)`-like block we are in
+    follow: ast.stmt | None = None  # in an `if` branch: the statement after the `if` (through nested ifs)
 
 
 class _Checker:
@@ -155,10 +156,23 @@ class _Checker:
             at.scope.exits.append(Exit(stmt))
         elif isinstance(stmt, (ast.Break, ast.Continue)):
             at.scope.exits.append(Exit(stmt, at.loop))
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else []
-        for target in targets:
+        targets: list[ast.expr] = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else []
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.NamedExpr):
+            targets = [stmt.value.target]  # (tok := set_tracectx(t))
+        value = getattr(stmt, "value", None)
+        value = value.value if isinstance(value, ast.NamedExpr) else value
+        from_set = isinstance(value, ast.Call) and self._callee(value)[0] == SET
+        for target in [] if from_set else targets:  # an earlier token does not make a later set safe (STC002)
             if isinstance(target, ast.Name):
                 at.scope.bindings.setdefault(target.id, []).append(stmt.lineno)
+        if isinstance(stmt, ast.If):
+            exprs(stmt.test)
+            branch = dataclasses.replace(at, follow=block[index + 1] if index + 1 < len(block) else at.follow)
+            self._block(stmt.body, branch)
+            self._block(stmt.orelse, branch)
+            return
+        if at.follow is not None and not isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign):
+            at = dataclasses.replace(at, follow=None)
         if isinstance(stmt, (ast.Try, ast.TryStar)):
             self._block(stmt.body, dataclasses.replace(at, try_bodies=(*at.try_bodies, stmt)))
             for handler in stmt.handlers:
@@ -196,17 +210,24 @@ class _Checker:
 
     def _expr(self, expr: ast.expr, stmt: ast.stmt, block: list[ast.stmt], index: int, at: _At) -> None:
         scope = at.scope
+        registered: set[int] = set()  # set calls passed straight to callback(reset_tracectx, ...)
         for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and id(node) in registered:
+                continue
             if isinstance(node, ast.Call):
                 name, is_method = self._callee(node)
                 if name is None:
                     if isinstance(node.func, ast.Attribute) and node.func.attr == "callback" and node.args:
                         if self._is_reset(node.args[0]):  # ExitStack.callback(reset_tracectx, tok)
-                            token = token_key(_token_argument(node, 1))
+                            argument = _token_argument(node, 1)
+                            if isinstance(argument, ast.Call) and self._callee(argument)[0] == SET:
+                                registered.add(id(argument))  # callback(reset_tracectx, set_tracectx(t))
+                                continue
+                            token = token_key(argument)
                             scope.resets.append(ResetSite(token, node.lineno, stmt, at.finals, at.handlers, callback=True))
                     continue
                 if name == SET:
-                    scope.sets.append(SetSite(node, stmt, block, index, at.try_bodies, _bound_token(stmt, node)))
+                    scope.sets.append(SetSite(node, stmt, block, index, at.try_bodies, _bound_token(stmt, node), at.follow))
                 elif name == RESET:
                     bare = isinstance(stmt, ast.Expr) and stmt.value is node
                     token = token_key(_token_argument(node, 0))
@@ -246,6 +267,8 @@ def _bound_token(stmt: ast.stmt, call: ast.Call) -> str | None:
         return token_key(stmt.targets[0])
     if isinstance(stmt, ast.AnnAssign) and stmt.value is call:
         return token_key(stmt.target)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.NamedExpr) and stmt.value.value is call:
+        return stmt.value.target.id  # (tok := set_tracectx(t))
     return None
 
 

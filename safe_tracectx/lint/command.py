@@ -25,6 +25,8 @@ Exit statuses (``safe_tracectx.exitcodes.ExitStatus``): ``OK`` (0) clean, ``FIND
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +35,7 @@ from typing import NoReturn
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.lint.config import Settings, load_settings, parse_per_file_ignores
 from safe_tracectx.lint.files import DEFAULT_EXCLUDE
-from safe_tracectx.lint.formatters import FORMATTERS, with_statistics
+from safe_tracectx.lint.formatters import FORMATTERS, with_statistics, write_report
 from safe_tracectx.lint.rules import AUDIT_CODES, RULES, explain
 from safe_tracectx.lint.runner import (
     FileFinding,
@@ -117,6 +119,18 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return ExitStatus.INTERRUPTED
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as ruff and flake8 do
+        _silence_stdout()
+        return ExitStatus.FINDINGS
+
+
+def _silence_stdout() -> None:
+    """Point standard output at devnull so that the flush at exit raises no second BrokenPipeError."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
 
 
 def _globs(text: str, option: str) -> tuple[str, ...]:
@@ -138,7 +152,9 @@ def _options(args: argparse.Namespace) -> tuple[frozenset[str], tuple[str, ...],
     codes = select_codes(select, ignore or (), audit=args.list_proxy_sites)
     if args.list_proxy_sites and select is not None:
         codes |= AUDIT_CODES - (ignore or frozenset())
-    exclude = _globs(args.exclude, "--exclude") if args.exclude is not None else settings.exclude or DEFAULT_EXCLUDE
+    exclude = settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDE  # `exclude = []` excludes nothing
+    if args.exclude is not None:
+        exclude = _globs(args.exclude, "--exclude")
     extend = _globs(args.extend_exclude, "--extend-exclude") if args.extend_exclude is not None else settings.extend_exclude
     return codes, (*exclude, *(extend or ())), per_file or (), settings.root
 
@@ -158,12 +174,14 @@ def _run(args: argparse.Namespace) -> int:
     paths = list(args.paths) or (["-"] if args.stdin_filename else ["."])
     if paths.count("-") > 1:
         raise UsageError("- (standard input) can be given once")
+    unwritable = False
     if args.fix or args.diff:
         from safe_tracectx.lint.fixcommand import run_fix
 
         fixed = run_fix(args, paths, codes, exclude, per_file, root)
-        if fixed is not None:  # --diff, or --fix of standard input: nothing more to report
-            return fixed
+        if fixed.status is not None:  # --diff, or --fix of standard input: nothing more to report
+            return fixed.status
+        unwritable = fixed.unwritable
     try:
         result = lint_paths([p for p in paths if p != "-"], codes=codes, exclude=exclude, per_file_ignores=per_file, root=root)
     except OSError as error:
@@ -179,15 +197,12 @@ def _run(args: argparse.Namespace) -> int:
     report = FORMATTERS[args.format](result)
     if args.statistics:
         report = with_statistics(report, result, args.format)
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                out.write(report + "\n")
-        except OSError as error:
-            print(f"{PROG}: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
-            return ExitStatus.USAGE_ERROR
-    else:
-        print(report)
+    problem = write_report(report + "\n", args.output)
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return ExitStatus.USAGE_ERROR
+    if unwritable:
+        return ExitStatus.USAGE_ERROR
     return ExitStatus.FINDINGS if result.failures and not args.exit_zero else ExitStatus.OK
 
 

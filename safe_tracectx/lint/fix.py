@@ -36,6 +36,10 @@ FIXABLE = frozenset({"STC001", "STC002", "STC003"})
 _MAX_PASSES = 8
 
 
+class _CannotFix(Exception):
+    """An edit the source's shape does not allow after all: its findings are left with this reason."""
+
+
 @dataclasses.dataclass
 class FixResult:
     """The fixed text, how many findings the fix removed, and those it left with the reason."""
@@ -49,6 +53,10 @@ def _rewrite(source: str, edits: Sequence[Edit]) -> str:
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
+    by_first: dict[int, list[Edit]] = {}
+    for edit in edits:
+        by_first.setdefault(edit.first, []).append(edit)
+
     class Rewriter(cst.CSTTransformer):
         METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -58,7 +66,7 @@ def _rewrite(source: str, edits: Sequence[Edit]) -> str:
         def _body(self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
             index = {self._line(stmt): i for i, stmt in enumerate(original)}
             spans: list[tuple[int, int, Edit]] = []
-            for edit in edits:
+            for edit in (e for line in index for e in by_first.get(line, ())):
                 if edit.kind == "wrap" and edit.first in index and edit.last in index:
                     spans.append((index[edit.first], index[edit.last], edit))
                 elif edit.kind == "hoist" and edit.first in index:
@@ -78,7 +86,10 @@ def _rewrite(source: str, edits: Sequence[Edit]) -> str:
         def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
             return updated_node.with_changes(body=self._body(original_node.body, updated_node.body))
 
-    return MetadataWrapper(cst.parse_module(source)).visit(Rewriter()).code
+    code = MetadataWrapper(cst.parse_module(source)).visit(Rewriter()).code
+    if source.endswith("\r") and not code.endswith(("\r", "\n")):
+        code += "\r"  # libcst drops the last line break of a file with CR-only line endings
+    return code
 
 
 def _wrap(span: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -107,9 +118,11 @@ def _hoist(statement: cst.BaseStatement) -> list[cst.BaseStatement]:
     """``try: set; a finally: ...`` -> ``set; try: a finally: ...`` (comments above ``try`` stay above)."""
     import libcst as cst
 
-    assert isinstance(statement, cst.Try) and isinstance(statement.body, cst.IndentedBlock)
+    if not isinstance(statement, (cst.Try, cst.TryStar)) or not isinstance(statement.body, cst.IndentedBlock):
+        raise _CannotFix("the `try` body is on the line of `try:`: give it lines of its own")
     first, *rest = statement.body.body
-    assert isinstance(first, cst.SimpleStatementLine)
+    if not isinstance(first, cst.SimpleStatementLine):
+        raise _CannotFix("the set is not a statement of its own line")
     moved = first.with_changes(leading_lines=[*statement.leading_lines, *first.leading_lines])
     body = [_no_leading_blank(rest[0]), *rest[1:]] if rest else [cst.SimpleStatementLine(body=[cst.Pass()])]
     return [moved, statement.with_changes(leading_lines=[], body=statement.body.with_changes(body=body))]
@@ -131,7 +144,12 @@ def fix_source(source: str, path: str = "<source>", *, codes: frozenset[str] = D
     for _ in range(_MAX_PASSES):
         if not edits:
             break
-        rewritten = _rewrite(text, edits)
+        try:
+            rewritten = _rewrite(text, edits)
+        except _CannotFix as error:
+            return _left(text, before, findings, unfixed, edits, str(error))
+        except Exception as error:  # libcst cannot take this file (too deep, a syntax it lacks): left as it is
+            return _left(text, before, findings, unfixed, edits, f"libcst cannot rewrite this file ({type(error).__name__})")
         if rewritten == text:
             break
         text = rewritten
@@ -139,6 +157,12 @@ def fix_source(source: str, path: str = "<source>", *, codes: frozenset[str] = D
         edits, unfixed = plan(ast.parse(text), findings)
     unfixed += [Unfixed(e.line, e.code, "its block is on the line of its header (`if x: ...`): give it lines of its own") for e in edits]
     return FixResult(text, before - len(findings), sorted(unfixed, key=lambda u: u.line))
+
+
+def _left(text: str, before: int, findings: list[tuple[int, str]], unfixed: list[Unfixed], edits: list[Edit], reason: str) -> FixResult:
+    """The text of the passes so far, the edits of the pass that failed left with ``reason``."""
+    left = unfixed + [Unfixed(e.line, e.code, reason) for e in edits]
+    return FixResult(text, before - len(findings), sorted(left, key=lambda u: u.line))
 
 
 def diff(path: str, before: str, after: str) -> str:

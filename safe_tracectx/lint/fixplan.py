@@ -76,6 +76,18 @@ def _own_nodes(stmts: Sequence[ast.stmt]) -> Iterator[ast.AST]:
                 stack.append(child)
 
 
+def _calls_set(stmt: ast.stmt) -> bool:
+    return any(_is_call(node, _SET) for node in ast.walk(stmt))
+
+
+def _alias(stmt: ast.stmt) -> str | None:
+    """``st`` for ``tok = st(t)`` when ``st`` is not ``set_tracectx`` (an alias the checker resolved)."""
+    value = getattr(stmt, "value", None)
+    if isinstance(value, ast.Call) and not _calls_set(stmt):
+        return _name(value.func)
+    return None
+
+
 def _token(stmt: ast.stmt) -> str | None:
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_call(stmt.value, _SET):
         target: ast.expr = stmt.targets[0]
@@ -113,21 +125,23 @@ def _early_exit(span: Sequence[ast.stmt], token: str) -> str | None:
     return None
 
 
-def _scope_of(tree: ast.Module, stmt: ast.stmt) -> list[ast.stmt]:
-    """The body of the innermost function (or the module) holding ``stmt``."""
-    best: list[ast.stmt] = tree.body
+def _scopes(tree: ast.Module) -> dict[int, list[ast.stmt]]:
+    """``id(node)`` -> the body of the innermost function (or the module) holding it, for every node: one walk."""
+    scopes = {id(node): tree.body for node in _own_nodes(tree.body)}
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(s is stmt for s in _own_nodes(node.body)):
-            best = node.body
-    return best
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scopes.update((id(inner), node.body) for inner in _own_nodes(node.body))
+    return scopes
 
 
-def _plan_wrap(tree: ast.Module, block: list[ast.stmt], index: int, code: str, line: int) -> Edit | str:
+def _plan_wrap(scopes: dict[int, list[ast.stmt]], block: list[ast.stmt], index: int, code: str, line: int) -> Edit | str:
     stmt = block[index]
     token = _token(stmt)
+    if token is None and _alias(stmt):
+        return f"`{_alias(stmt)}` (set_tracectx imported under another name): fix it by hand"
     if token is None:
         return "the token is not bound to a plain name (discarded, stored or passed on): only its owner can reset it"
-    resets = _resets(_own_nodes(_scope_of(tree, stmt)), token)
+    resets = _resets(_own_nodes(scopes[id(stmt)]), token)
     if not resets:
         return f"no reset_tracectx({token}) in this function: the token is returned or passed on"
     if len(resets) > 1:
@@ -149,12 +163,16 @@ def _plan_wrap(tree: ast.Module, block: list[ast.stmt], index: int, code: str, l
 def _plan_hoist(block: list[ast.stmt], index: int, owner: ast.AST, field: str, code: str, line: int) -> Edit | str:
     stmt = block[index]
     token = _token(stmt)
+    if token is None and _alias(stmt):
+        return f"`{_alias(stmt)}` (set_tracectx imported under another name): fix it by hand"
     if not isinstance(owner, (ast.Try, ast.TryStar)) or field != "body" or token is None:
         return "the set is nested inside the `try` body: move it before the `try` by hand"
     if index != 0:
         return f"statements before the set inside the `try` (from line {block[0].lineno}) would then run after it"
     if not _resets(_own_nodes(owner.finalbody), token):
         return "the `finally` does not reset the token"
+    if stmt.lineno == owner.lineno:
+        return "the set is on the line of `try:`: give the `try` body lines of its own"
     if any(s.lineno == stmt.lineno for s in block[1:]):
         return "the set shares its line with another statement"
     return Edit("hoist", owner.lineno, stmt.lineno, code, line)
@@ -165,10 +183,11 @@ def plan(tree: ast.Module, findings: Sequence[tuple[int, str]]) -> tuple[list[Ed
     where: dict[int, tuple[list[ast.stmt], int, ast.AST, str]] = {}
     for block, owner, field in _blocks(tree):
         for index, stmt in enumerate(block):
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)):
-                where.setdefault(stmt.lineno, (block, index, owner, field))
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and (stmt.lineno not in where or _calls_set(stmt)):
+                where[stmt.lineno] = (block, index, owner, field)  # on a line of several, the set's statement
     edits: list[Edit] = []
     unfixed: list[Unfixed] = []
+    scopes = _scopes(tree) if findings else {}
     for line, code in findings:
         if code not in {"STC001", "STC002", "STC003"}:
             continue
@@ -176,7 +195,7 @@ def plan(tree: ast.Module, findings: Sequence[tuple[int, str]]) -> tuple[list[Ed
             unfixed.append(Unfixed(line, code, "the set is not a statement of its own (inside an expression)"))
             continue
         block, index, owner, field = where[line]
-        result = _plan_hoist(block, index, owner, field, code, line) if code == "STC002" else _plan_wrap(tree, block, index, code, line)
+        result = _plan_hoist(block, index, owner, field, code, line) if code == "STC002" else _plan_wrap(scopes, block, index, code, line)
         if isinstance(result, Edit):
             edits.append(result)
         else:

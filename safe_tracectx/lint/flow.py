@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from safe_tracectx.lint.scopes import Finding, ProxySite, ResetSite, Scope, SetSite
+from safe_tracectx.lint.scopes import Finding, ProxySite, ResetSite, Scope, SetSite, TryNode
 
 __all__ = ["analyze_proxy", "analyze_set"]
 
@@ -36,11 +36,28 @@ def _catch_all(handler: ast.ExceptHandler) -> bool:
     return any(kind is None or (isinstance(kind, ast.Name) and kind.id == "BaseException") for kind in kinds)
 
 
-def _guarded_next(site: SetSite, resets: list[ResetSite]) -> bool:
+def _skipped(site: SetSite, scope: Scope, try_node: TryNode, handler: ast.ExceptHandler, end: int) -> bool:
+    """Can a return, break, continue or raise between the set and the normal reset at line ``end``
+    leave without a reset? A raise in the ``try`` body goes to the catch-all ``handler``, which resets."""
+    line = site.call.lineno
+    body_end = try_node.body[-1].end_lineno or try_node.body[-1].lineno
+    for exit in scope.exits:
+        where = exit.stmt.lineno
+        if not line < where < end or handler.lineno <= where <= (handler.end_lineno or where):
+            continue
+        if exit.loop is not None and not exit.loop.lineno <= line <= (exit.loop.end_lineno or exit.loop.lineno):
+            continue  # a break or continue of a loop between the set and the reset
+        if isinstance(exit.stmt, ast.Raise) and try_node.lineno <= where <= body_end:
+            continue
+        return True
+    return False
+
+
+def _guarded_next(site: SetSite, scope: Scope, resets: list[ResetSite]) -> bool:
     """Does the statement right after the set guarantee the reset?"""
-    if site.index + 1 >= len(site.block):
-        return False
-    following = site.block[site.index + 1]
+    following = site.block[site.index + 1] if site.index + 1 < len(site.block) else site.follow
+    if following is None:
+        return False  # the last statement of its block (but of an `if` branch: the statement after the `if`)
     if any(r.stmt is following and (r.callback or r.bare) for r in resets):
         return True  # ExitStack.callback(reset_tracectx, tok), or the reset itself
     if not isinstance(following, (ast.Try, ast.TryStar)):
@@ -49,8 +66,8 @@ def _guarded_next(site: SetSite, resets: list[ResetSite]) -> bool:
         return True
     for handler in following.handlers:
         if _catch_all(handler) and any(handler in r.handlers for r in resets):
-            normal = [r for r in resets if handler not in r.handlers and r.line > site.call.lineno]
-            if normal:
+            normal = sorted(r.line for r in resets if handler not in r.handlers and r.line > site.call.lineno)
+            if normal and not _skipped(site, scope, following, handler, normal[0]):
                 return True
     return False
 
@@ -76,7 +93,7 @@ def analyze_set(site: SetSite, scope: Scope, add: Add) -> None:
                     f"`{token}` is unbound there",
                 )
             return
-    if _guarded_next(site, resets):
+    if _guarded_next(site, scope, resets):
         return
     if scope.is_contextmanager and scope.yields:
         add(

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -15,10 +16,31 @@ from typing import Any, Final
 from safe_tracectx.lint.rules import RULES
 from safe_tracectx.lint.runner import LintResult
 
-__all__ = ["FORMATTERS", "JSON_SCHEMA_VERSION", "format_json", "format_sarif", "format_text", "statistics", "with_statistics"]
+__all__ = ["FORMATTERS", "JSON_SCHEMA_VERSION", "format_json", "format_sarif", "format_text", "statistics", "with_statistics", "write_report"]
 
 JSON_SCHEMA_VERSION: Final = 1
 _INFO_URI: Final = "https://pypi.org/project/safe-tracectx/"
+
+
+def write_report(text: str, output: str | None) -> str | None:
+    """Write ``text`` to the file ``output`` (UTF-8) or to standard output; the error message, or None.
+
+    File names that are not UTF-8 (lone surrogates in ``str``) are written backslash-escaped.
+    """
+    if output is None:
+        try:
+            sys.stdout.write(text)
+        except UnicodeEncodeError:
+            encoding = sys.stdout.encoding or "utf-8"
+            sys.stdout.buffer.write(text.encode(encoding, errors="backslashreplace"))
+        sys.stdout.flush()
+        return None
+    try:
+        with open(output, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(text)
+    except OSError as error:
+        return f"cannot write {output}: {error.strerror or error}"
+    return None
 
 
 def format_text(result: LintResult) -> str:

@@ -112,12 +112,21 @@ def lint_source(source: str, path: str = "<source>", *, codes: frozenset[str] = 
     found = _check(source, path, codes)
     if not found:
         return []
-    lines = source.splitlines()
-    return [
-        f
-        for f in found
-        if f.code in codes and not (0 < f.line <= len(lines) and _suppressed(lines[f.line - 1], f.code))
-    ]
+    comments = _comments(source)
+    return [f for f in found if f.code in codes and not _suppressed(comments.get(f.line, ""), f.code)]
+
+
+def _comments(source: str) -> dict[int, str]:
+    """The comment of each line, numbered as Python numbers lines (``\\n``, ``\\r\\n`` or ``\\r`` end one;
+    a form feed or U+2028 does not). A file that does not tokenize: the text of each line."""
+    comments: dict[int, str] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return dict(enumerate(re.split(r"\r\n|\r|\n", source), start=1))
+    return comments
 
 
 def _check(source: str, path: str, codes: frozenset[str]) -> list[Finding]:

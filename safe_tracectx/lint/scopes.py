@@ -49,6 +49,7 @@ class SetSite:
     index: int
     try_bodies: tuple[TryNode, ...]  # enclosing try statements whose body holds the set
     token: str | None  # `tok` or `self.tok`; None when discarded, returned or passed on
+    follow: ast.stmt | None = None  # what runs after the block when it ends an `if` branch (else None)
 
 
 @dataclasses.dataclass

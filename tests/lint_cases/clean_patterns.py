@@ -109,3 +109,31 @@ def loop_with_its_own_break(t, items):
                 break
     finally:
         reset_tracectx(tok)
+
+
+def walrus_token(t):
+    (tok := set_tracectx(t))
+    try:
+        g()
+    finally:
+        reset_tracectx(tok)
+
+
+def callback_of_the_set_itself(t):
+    with contextlib.ExitStack() as stack:
+        stack.callback(reset_tracectx, set_tracectx(t))
+        g()
+
+
+def set_in_both_branches(t, u, x):
+    if x:
+        tok = set_tracectx(t)
+    elif u:
+        tok = set_tracectx(u)
+    else:
+        log()
+        tok = set_tracectx(u)
+    try:
+        g()
+    finally:
+        reset_tracectx(tok)

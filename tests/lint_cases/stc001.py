@@ -145,3 +145,34 @@ set_tracectx(t)  # noqa: STC001
 set_tracectx(t)  # noqa
 set_tracectx(t)  # NOQA:STC002,STC001
 set_tracectx(t)  # noqa: STC002  # STC001
+
+
+def set_in_a_branch_then_a_call_before_the_try(t, x):
+    if x:
+        tok = set_tracectx(t)  # STC001
+    else:
+        tok = None
+    g()
+    try:
+        h()
+    finally:
+        reset_tracectx(tok)
+
+
+def set_in_a_loop_branch(ts):
+    for t in ts:
+        if t:
+            tok = set_tracectx(t)  # STC001
+    try:
+        h()
+    finally:
+        reset_tracectx(tok)
+
+
+def walrus_token_never_reset(t):
+    (tok := set_tracectx(t))  # STC001
+    g()
+
+
+def callback_of_something_else(t, stack):
+    stack.callback(print, set_tracectx(t))  # STC001

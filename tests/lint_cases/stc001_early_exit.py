@@ -78,3 +78,41 @@ class SetOutsideEnter:
 
     def __exit__(self, *exc_info):
         reset_tracectx(self._token)
+
+
+def early_return_before_a_catch_all(t, x):
+    tok = set_tracectx(t)  # STC001
+    try:
+        if x:
+            return 1
+        reset_tracectx(tok)
+    except BaseException:
+        reset_tracectx(tok)
+        raise
+    return 2
+
+
+def raise_between_a_catch_all_and_the_normal_reset(t, x):
+    tok = set_tracectx(t)  # STC001
+    try:
+        g()
+    except BaseException:
+        reset_tracectx(tok)
+        raise
+    if x:
+        raise ValueError
+    reset_tracectx(tok)
+
+
+def raise_inside_the_try_of_a_catch_all(t, x):
+    tok = set_tracectx(t)
+    try:
+        if x:
+            raise ValueError
+        for y in x:
+            if y:
+                break
+        reset_tracectx(tok)
+    except BaseException:
+        reset_tracectx(tok)
+        raise

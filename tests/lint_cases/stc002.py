@@ -30,6 +30,16 @@ def nested_try(t):
         reset_tracectx(tok)
 
 
+def bound_before_by_an_earlier_set(t):
+    tok = set_tracectx(t)
+    reset_tracectx(tok)
+    try:
+        tok = set_tracectx(t)  # STC002
+        g()
+    finally:
+        reset_tracectx(tok)
+
+
 # ---- clean -----------------------------------------------------------------------------
 
 
@@ -50,3 +60,13 @@ def set_before_try(trace, fn):
         fn()
     finally:
         reset_tracectx(token)
+
+
+def walrus_bound_before_by_an_earlier_set(t):
+    (tok := set_tracectx(t))
+    reset_tracectx(tok)
+    try:
+        (tok := set_tracectx(t))  # STC002
+        g()
+    finally:
+        reset_tracectx(tok)

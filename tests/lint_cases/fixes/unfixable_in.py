@@ -66,3 +66,22 @@ def statements_before_the_set(t):
 
 def one_line_block(t):
     if t: tok = set_tracectx(t); g(); reset_tracectx(tok)  # not fixed: the set or the reset shares its line
+
+
+def set_on_the_try_line(t):
+    try: tok = set_tracectx(t)  # not fixed: the set is on the line of `try:`
+    finally: reset_tracectx(tok)
+
+
+def semicolon_before_the_set(t):
+    x = 1; tok = set_tracectx(t)  # not fixed: the set or the reset shares its line
+    g(x)
+    reset_tracectx(tok)
+
+
+def set_under_another_name(t):
+    from thunder.core.trace import set_tracectx as start_trace
+
+    tok = start_trace(t)  # not fixed: `start_trace` (set_tracectx imported under another name)
+    g()
+    reset_tracectx(tok)
