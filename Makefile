@@ -5,15 +5,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test env matrix bench
+.PHONY: demo test env matrix bench soak
 
 env: $(STAMP)
 
 STUBS := stubs/pyproject.toml $(wildcard stubs/thunder-stubs/*.pyi stubs/thunder-stubs/*/*.pyi)
 
-$(STAMP): pyproject.toml constraints.txt $(STUBS)
+$(STAMP): pyproject.toml constraints.txt requirements/test.txt $(STUBS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]' ./stubs
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[thunder]' -r requirements/test.txt ./stubs
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -30,8 +30,12 @@ matrix: $(STAMP)
 
 # The benchmarks: ratios side by side, written to docs/performance.md and docs/overheads.png.
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -r requirements/bench.txt
 	mkdir -p build
 	cd benchmarks && ../$(BIN)/python -m pytest -q -p no:cacheprovider -c /dev/null --rootdir=. \
 	    --benchmark-json=../build/bench.json --benchmark-min-rounds=20 .
 	$(BIN)/python benchmarks/report.py build/bench.json
+
+# The state machine for 10^6 steps (25,000 examples x 40 steps); prints hypothesis' statistics.
+soak: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_state_machine.py --hypothesis-profile=soak --hypothesis-show-statistics

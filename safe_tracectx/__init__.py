@@ -10,9 +10,11 @@
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from safe_tracectx.callsite import CallSite
+from safe_tracectx.extras import MissingExtraError, require_thunder
 from safe_tracectx.errors import (
     LeakedProxyError,
     MissingTraceError,
@@ -31,25 +33,30 @@ from safe_tracectx.policy import (
     Policy,
     get_policy,
     set_default_policy,
-    use_policy,
 )
 
 if TYPE_CHECKING:
-    from safe_tracectx.audit import AuditLog, audit
+    from safe_tracectx.auditlog import AuditLog
     from safe_tracectx.checks import Violation, check_forward_backward, check_trace
-    from safe_tracectx.hooks import install, installed, is_installed, thunder_support, uninstall
     from safe_tracectx.context import (
         ScratchTrace,
         TracelessTrace,
         current_trace,
-        describe_trace,
         is_traceless,
         require_trace,
         scratch_trace,
         traceless,
         traceless_tensorproxy,
         tracectx,
+        use_policy,
     )
+    from safe_tracectx.hooks import audit, install, installed, is_installed, thunder_support, uninstall
+    from safe_tracectx.labels import describe_trace
+
+try:
+    __version__ = metadata.version("safe-tracectx")
+except metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 # Names whose modules import Thunder (and so torch) are loaded on first use, so
 # that `safe_tracectx.lint` and the CLI's `lint` start without them.
@@ -59,34 +66,38 @@ _LAZY: dict[str, str] = {
             "ScratchTrace",
             "TracelessTrace",
             "current_trace",
-            "describe_trace",
             "is_traceless",
             "require_trace",
             "scratch_trace",
             "traceless",
             "traceless_tensorproxy",
             "tracectx",
+            "use_policy",
         ],
         "safe_tracectx.context",
     ),
-    **dict.fromkeys(["AuditLog", "audit"], "safe_tracectx.audit"),
+    "describe_trace": "safe_tracectx.labels",
+    "AuditLog": "safe_tracectx.auditlog",
     **dict.fromkeys(["Violation", "check_forward_backward", "check_trace"], "safe_tracectx.checks"),
     **dict.fromkeys(
-        ["install", "installed", "is_installed", "thunder_support", "uninstall"], "safe_tracectx.hooks"
+        ["audit", "install", "installed", "is_installed", "thunder_support", "uninstall"], "safe_tracectx.hooks"
     ),
 }
+
+
+_WITHOUT_THUNDER = frozenset({"safe_tracectx.labels", "safe_tracectx.auditlog"})
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'safe_tracectx' has no attribute {name!r}")
+    if module not in _WITHOUT_THUNDER:
+        require_thunder(f"safe_tracectx.{name}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AuditLog",
@@ -95,6 +106,7 @@ __all__ = [
     "Action",
     "CallSite",
     "LeakedProxyError",
+    "MissingExtraError",
     "MissingTraceAction",
     "MissingTraceError",
     "NameClashError",

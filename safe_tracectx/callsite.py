@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import NamedTuple
 
-__all__ = ["CallSite", "find_call_site", "thunder_root"]
+__all__ = ["CallSite", "display_path", "find_call_site", "find_frame", "thunder_root"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _ALWAYS_SKIPPED = frozenset({contextlib.__file__})
@@ -36,10 +37,21 @@ class CallSite(NamedTuple):
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} in {self.function}"
 
-    def short(self) -> str:
-        """``file:line`` with the path shortened to its last three parts."""
-        parts = self.filename.replace("\\", "/").split("/")
-        return f"{'/'.join(parts[-3:])}:{self.lineno}"
+    def location(self) -> str:
+        """``path:line``, the path relative to the current directory when inside it (clickable)."""
+        return f"{display_path(self.filename)}:{self.lineno}"
+
+
+def display_path(filename: str) -> str:
+    """``filename`` relative to the current directory when it is inside it, else absolute."""
+    if filename.startswith("<"):  # <stdin>, <string>, <doctest ...>
+        return filename
+    try:
+        absolute = os.path.abspath(filename)
+        here = os.getcwd() + os.sep
+    except OSError:  # the current directory was removed
+        return filename
+    return absolute[len(here) :] if absolute.startswith(here) else absolute
 
 
 def thunder_root() -> str | None:
@@ -76,6 +88,20 @@ def _skipped(filename: str, *, skip_thunder: bool) -> bool:
         return root is not None and filename.startswith(root)
     # Thunder's own set/reset/tracectx and proxy constructors are machinery, not call sites.
     return filename in _thunder_machinery()
+
+
+def find_frame(
+    matches: Callable[[FrameType], bool], start: FrameType | None, *, limit: int = 8
+) -> FrameType | None:
+    """The first of ``limit`` frames walking out from ``start`` for which ``matches`` is true."""
+    frame = start
+    for _ in range(limit):
+        if frame is None:
+            return None
+        if matches(frame):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def find_call_site(*, skip_thunder: bool = False, frame: FrameType | None = None) -> CallSite | None:

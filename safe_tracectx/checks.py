@@ -13,6 +13,10 @@ makes no trace active and registers no name::
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.checks")
+
 import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, Literal
@@ -21,9 +25,11 @@ from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceCtx
 
+from safe_tracectx.arguments import expect_trace
 from safe_tracectx.callsite import CallSite
-from safe_tracectx.context import describe_trace, is_traceless, traceless_proxies_made
+from safe_tracectx.context.traceless_proxies import is_traceless, traceless_proxies_made
 from safe_tracectx.errors import LeakedProxyError, NameClashError, TraceContextError
+from safe_tracectx.labels import describe_trace
 
 __all__ = ["Violation", "ViolationKind", "check_forward_backward", "check_trace"]
 
@@ -97,8 +103,7 @@ def _walk_region(bsyms: Iterable[Any]) -> Iterator[Proxy]:
 
 def check_trace(trace: TraceCtx) -> list[Violation]:
     """Every violation in ``trace``; reads only (no name is registered, nothing is made active)."""
-    if not isinstance(trace, TraceCtx):
-        raise TypeError(f"check_trace() takes a thunder TraceCtx, got {type(trace).__name__}")
+    expect_trace(trace, "check_trace()")
     violations: list[Violation] = []
     registered = trace.names
     defined: dict[str, Proxy] = {}
@@ -178,9 +183,8 @@ def check_forward_backward(fw: TraceCtx, bw: TraceCtx) -> list[Violation]:
     The hand-over (the saved-for-backward values the backward unpacks) is expected
     to carry forward names; any other backward definition of a forward name is a clash.
     """
-    for label, trace in (("fw", fw), ("bw", bw)):
-        if not isinstance(trace, TraceCtx):
-            raise TypeError(f"check_forward_backward() {label} must be a thunder TraceCtx, got {type(trace).__name__}")
+    expect_trace(fw, "check_forward_backward() fw", verb="must be")
+    expect_trace(bw, "check_forward_backward() bw", verb="must be")
     fw_names = _defined_names(fw, skip_unpack=False)
     bw_names = _defined_names(bw, skip_unpack=True)
     return [

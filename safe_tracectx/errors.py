@@ -12,12 +12,13 @@ fix it::
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 from safe_tracectx.callsite import CallSite
 
 __all__ = [
-    "EventName",
+    "CheckName",
+    "FIXES",
     "LeakedProxyError",
     "MissingTraceError",
     "NameClashError",
@@ -28,8 +29,38 @@ __all__ = [
     "UnbalancedContextError",
 ]
 
-#: The policy events: each names one field of :class:`safe_tracectx.Policy`.
-EventName = Literal["missing_trace", "unbalanced", "name_clash", "leaked_proxy", "read_only"]
+#: The policy's checks: each names one field of :class:`safe_tracectx.Policy`.
+CheckName = Literal["missing_trace", "unbalanced", "name_clash", "leaked_proxy", "read_only"]
+
+#: The fix of each kind of misuse, in one place (every message that needs one takes it from here).
+FIXES: Final[dict[str, str]] = {
+    "missing_trace": (
+        "make the owning trace active with `with tracectx(trace):`; to only borrow a namer, "
+        "use `with scratch_trace(*traces_to_avoid) as scratch:`; for a proxy owned by no trace, "
+        "opt in with `with traceless():` or traceless_tensorproxy(...)"
+    ),
+    "unbalanced": (
+        "enter and exit trace contexts in nested order in one thread/task: use `with tracectx(...)` "
+        "(or try/finally around set_tracectx/reset_tracectx), and exit each block exactly once"
+    ),
+    "raw_set": (
+        "reset every set_tracectx() in a `finally` (or use `with tracectx(trace):`); "
+        "`safe-tracectx lint` finds the unguarded sets"
+    ),
+    "read_only": (
+        "do not make a trace active just to borrow its namer: name new proxies in "
+        "`with scratch_trace(trace) as scratch:` and commit them with scratch.commit_names(into=...) "
+        "(thunder.core.trace.from_trace shares the `names` set, so it modifies the original too)"
+    ),
+    "traceless_recording": (
+        "use `with scratch_trace() as trace:` to record operations in a throwaway trace, "
+        "or call the meta function directly (for example prims.add.meta(a, b))"
+    ),
+    "install": (
+        "pair every install() with one uninstall() (or use `with installed(...):`); "
+        "an installation made by installed(), audit(), `safe-tracectx run` or the pytest plugin is ended by its owner"
+    ),
+}
 
 
 class TraceContextError(RuntimeError):
@@ -38,8 +69,8 @@ class TraceContextError(RuntimeError):
     ``message`` says what happened, ``site`` where, ``fix`` what to do about it.
     """
 
-    #: The policy field that decides what happens to this error (None: always raised).
-    event: ClassVar[EventName | None] = None
+    #: The policy check (a field of Policy) that decides what happens to this error (None: always raised).
+    check: ClassVar[CheckName | None] = None
 
     def __init__(self, message: str, *, fix: str, site: CallSite | None = None) -> None:
         self.message = message
@@ -55,31 +86,31 @@ class TraceContextError(RuntimeError):
 class MissingTraceError(TraceContextError):
     """A proxy or a name was requested while no trace is active."""
 
-    event = "missing_trace"
+    check = "missing_trace"
 
 
 class UnbalancedContextError(TraceContextError):
     """A trace context was exited out of order, twice, elsewhere, or over a leaked set."""
 
-    event = "unbalanced"
+    check = "unbalanced"
 
 
 class NameClashError(TraceContextError):
     """One name stands for two different things (two proxies, or a taken name)."""
 
-    event = "name_clash"
+    check = "name_clash"
 
 
 class LeakedProxyError(TraceContextError):
     """A traceless proxy appeared inside a real trace."""
 
-    event = "leaked_proxy"
+    check = "leaked_proxy"
 
 
 class ReadOnlyTraceError(TraceContextError):
     """Names or bound symbols were added to a trace entered with ``read_only=True``."""
 
-    event = "read_only"
+    check = "read_only"
 
 
 class TracelessRecordingError(TraceContextError):

@@ -20,10 +20,11 @@ from contextvars import ContextVar
 from typing import Any, Final, Literal
 
 from safe_tracectx.callsite import CallSite
+from safe_tracectx.labels import describe_trace
 
 __all__ = ["Event", "EventKind", "current_pass", "emit", "sinks"]
 
-EventKind = Literal["proxy_created", "trace_set", "trace_reset", "violation", "pass_run"]
+EventKind = Literal["proxy_created", "proxy_traceless", "trace_set", "trace_reset", "violation", "pass_run"]
 
 #: Called with every event while an audit is active.
 sinks: Final[list[Callable[[Event], None]]] = []
@@ -36,7 +37,7 @@ class Event:
     """One thing that happened: what, where, in which thread, trace and pass.
 
     ``detail`` holds the kind's own data: ``name`` (proxy_created), ``code``,
-    ``action`` and ``message`` (violation), ``seconds`` (pass_run).
+    ``check``, ``action`` and ``message`` (violation), ``seconds`` (pass_run).
     """
 
     kind: EventKind
@@ -52,8 +53,6 @@ def emit(kind: EventKind, *, trace: object, site: CallSite | None = None, **deta
     """Send an event to every sink (nothing to do when there is none)."""
     if not sinks:
         return
-    from safe_tracectx.context import describe_trace  # only while auditing
-
     event = Event(
         kind=kind,
         site=site,

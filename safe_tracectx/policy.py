@@ -1,7 +1,8 @@
 """The strict/lenient switch: what to do with each kind of misuse.
 
-A :class:`Policy` holds one action per event. :func:`act` is the one place
-that carries an action out::
+A :class:`Policy` holds one action per check; :func:`get_policy` says which
+policy is in force (the innermost ``use_policy`` block, else the process
+default, else ``SAFE_TRACECTX_POLICY``, else STRICT)::
 
     >>> from safe_tracectx import LENIENT, get_policy, use_policy
     >>> with use_policy("lenient", unbalanced="raise") as policy:
@@ -9,21 +10,17 @@ that carries an action out::
     ('traceless', 'raise')
     >>> get_policy().missing_trace
     'raise'
+
+:func:`safe_tracectx.actions.act` carries an action out; ``use_policy`` is a
+block like ``tracectx`` (``safe_tracectx.context.policy_block``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import logging
 import os
-import warnings
-from collections.abc import Callable
-from contextvars import ContextVar, Token
-from typing import Any, Final, Literal, TypeVar, get_args
-
-from safe_tracectx import events
-from safe_tracectx.errors import EventName, TraceContextError, TraceContextWarning
+from contextvars import ContextVar
+from typing import Final, Literal, get_args
 
 __all__ = [
     "ENV_VAR",
@@ -33,26 +30,26 @@ __all__ = [
     "Action",
     "MissingTraceAction",
     "Policy",
-    "act",
+    "as_policy",
+    "default_policy",
+    "or_default",
     "get_policy",
     "set_default_policy",
-    "use_policy",
+    "swap_default_policy",
 ]
 
 Action = Literal["raise", "warn", "log", "ignore"]
 MissingTraceAction = Literal["raise", "warn", "log", "ignore", "traceless"]
 
 ENV_VAR: Final = "SAFE_TRACECTX_POLICY"
-logger = logging.getLogger("safe_tracectx")
 
 _ACTIONS: Final = get_args(Action)
 _MISSING_TRACE_ACTIONS: Final = get_args(MissingTraceAction)
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Policy:
-    """One action per event: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"``.
+    """One action per check: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"``.
 
     ``missing_trace`` also takes ``"traceless"``: a proxy made with no active
     trace is then made as if inside :func:`safe_tracectx.traceless`.
@@ -70,17 +67,16 @@ class Policy:
             valid = _MISSING_TRACE_ACTIONS if field.name == "missing_trace" else _ACTIONS
             if value not in valid:
                 raise ValueError(
-                    f"Policy.{field.name}={value!r} is not a valid action; "
-                    f"use one of: {', '.join(valid)}"
+                    f"Policy.{field.name}={value!r} is not a valid action; use one of: {', '.join(valid)}"
                 )
 
     def replace(self, **overrides: str) -> Policy:
-        """A copy with some actions changed; unknown event names raise ``ValueError``."""
+        """A copy with some actions changed; unknown check names raise ``ValueError``."""
         known = {field.name for field in dataclasses.fields(self)}
         unknown = sorted(set(overrides) - known)
         if unknown:
             raise ValueError(
-                f"unknown policy event(s) {', '.join(unknown)}; the events are: {', '.join(sorted(known))}"
+                f"unknown policy check(s) {', '.join(unknown)}; the checks are: {', '.join(sorted(known))}"
             )
         return dataclasses.replace(self, **overrides)  # type: ignore[arg-type]
 
@@ -91,7 +87,8 @@ LENIENT: Final = Policy(
 )
 PRESETS: Final[dict[str, Policy]] = {"strict": STRICT, "lenient": LENIENT}
 
-_policy_var: ContextVar[Policy] = ContextVar("safe_tracectx.policy")
+#: The policy of the innermost ``use_policy`` block (per thread and asyncio task).
+POLICY_VAR: Final[ContextVar[Policy | None]] = ContextVar("safe_tracectx.policy", default=None)
 _default_policy: Policy | None = None
 
 
@@ -99,19 +96,20 @@ def _preset(name: str, *, source: str) -> Policy:
     try:
         return PRESETS[name.strip().lower()]
     except KeyError:
-        raise ValueError(
-            f"{source}={name!r} is not a policy preset; use one of: {', '.join(PRESETS)}"
-        ) from None
+        raise ValueError(f"{source}={name!r} is not a policy preset; use one of: {', '.join(PRESETS)}") from None
 
 
-def _coerce(policy: Policy | str, *, source: str) -> Policy:
+def as_policy(policy: object, *, source: str, overrides: dict[str, str] | None = None) -> Policy:
+    """``policy`` (a Policy or a preset name) with ``overrides``; a clear error naming ``source`` otherwise."""
     if isinstance(policy, Policy):
-        return policy
-    if isinstance(policy, str):
-        return _preset(policy, source=source)
-    raise TypeError(
-        f"{source} takes a Policy or a preset name ({', '.join(PRESETS)}), got {type(policy).__name__}"
-    )
+        base = policy
+    elif isinstance(policy, str):
+        base = _preset(policy, source=source)
+    else:
+        raise TypeError(
+            f"{source} takes a Policy or a preset name ({', '.join(PRESETS)}), got {type(policy).__name__}"
+        )
+    return base.replace(**overrides) if overrides else base
 
 
 def _env_default() -> Policy:
@@ -123,7 +121,7 @@ def _env_default() -> Policy:
 
 def get_policy() -> Policy:
     """The policy in force: the innermost :func:`use_policy`, else the default."""
-    policy = _policy_var.get(None)
+    policy = POLICY_VAR.get()
     if policy is not None:
         return policy
     if _default_policy is not None:
@@ -131,83 +129,41 @@ def get_policy() -> Policy:
     return _env_default()
 
 
-def set_default_policy(policy: Policy | str | None, **overrides: str) -> Policy:
-    """Set the process-wide default (``None``: back to ``SAFE_TRACECTX_POLICY`` or STRICT)."""
-    global _default_policy
-    if policy is None and not overrides:
-        _default_policy = None
-        return get_policy()
-    base = _env_default() if policy is None else _coerce(policy, source="set_default_policy()")
-    _default_policy = base.replace(**overrides) if overrides else base
+def or_default(policy: Policy | None) -> Policy:
+    """``policy``, or the default it stands for when None (``SAFE_TRACECTX_POLICY`` or STRICT)."""
+    return policy if policy is not None else _env_default()
+
+
+def default_policy() -> Policy | None:
+    """The process default set by ``set_default_policy``/``install`` (None: ``SAFE_TRACECTX_POLICY`` or STRICT)."""
     return _default_policy
 
 
-class use_policy:
-    """Use a policy for a block (contextvars: per thread and per asyncio task).
+def swap_default_policy(policy: Policy | None) -> Policy | None:
+    """Make ``policy`` the process default (None: ``SAFE_TRACECTX_POLICY`` or STRICT); return the one replaced.
 
-    Also a decorator; each call then gets its own token::
+    ``install()`` uses it and puts the returned one back; so can a test::
 
-        @use_policy("lenient")
-        def explore(): ...
+        >>> from safe_tracectx.policy import LENIENT, get_policy, swap_default_policy
+        >>> previous = swap_default_policy(LENIENT)
+        >>> get_policy() is LENIENT
+        True
+        >>> swap_default_policy(previous) is LENIENT
+        True
     """
-
-    __slots__ = ("_policy", "_token")
-
-    def __init__(self, policy: Policy | str, /, **overrides: str) -> None:
-        base = _coerce(policy, source="use_policy()")
-        self._policy = base.replace(**overrides) if overrides else base
-        self._token: Token[Policy] | None = None
-
-    def __enter__(self) -> Policy:
-        if self._token is not None:
-            raise TypeError("this use_policy() is already entered; create a new one for each with-block")
-        self._token = _policy_var.set(self._policy)
-        return self._policy
-
-    def __exit__(self, *exc_info: object) -> None:
-        token, self._token = self._token, None
-        if token is not None:
-            _policy_var.reset(token)
-
-    def __call__(self, func: _F) -> _F:
-        policy = self._policy
-
-        @functools.wraps(func)
-        def with_policy(*args: Any, **kwargs: Any) -> Any:
-            token = _policy_var.set(policy)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                _policy_var.reset(token)
-
-        return with_policy  # type: ignore[return-value]
+    global _default_policy
+    if policy is not None and not isinstance(policy, Policy):
+        raise TypeError(f"swap_default_policy() takes a Policy or None, got {type(policy).__name__}")
+    previous, _default_policy = _default_policy, policy
+    return previous
 
 
-def act(error: TraceContextError, *, policy: Policy | None = None) -> None:
-    """Carry out the policy's action for ``error``: raise, warn, log or ignore it.
-
-    Errors without an event (``TracelessRecordingError``) are always raised.
-    """
-    event: EventName | None = error.event
-    action = "raise" if event is None else getattr(policy or get_policy(), event)
-    if events.sinks:
-        events.emit(
-            "violation",
-            trace=None,
-            site=error.site,
-            code=type(error).__name__,
-            event=event,
-            action=action,
-            message=error.message,
-            fix=error.fix,
-        )
-    if action == "raise":
-        raise error
-    if action == "warn":
-        site = error.site
-        if site is None:
-            warnings.warn(str(error), TraceContextWarning, stacklevel=3)
-        else:
-            warnings.warn_explicit(str(error), TraceContextWarning, site.filename, site.lineno)
-    elif action == "log":
-        logger.warning("%s", error)
+def set_default_policy(policy: Policy | str | None, **overrides: str) -> Policy:
+    """Set the process-wide default (``None``: back to ``SAFE_TRACECTX_POLICY`` or STRICT); return it."""
+    if policy is None and not overrides:
+        swap_default_policy(None)
+        return get_policy()
+    base = _env_default() if policy is None else as_policy(policy, source="set_default_policy()")
+    chosen = base.replace(**overrides) if overrides else base
+    swap_default_policy(chosen)
+    return chosen

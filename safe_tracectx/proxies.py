@@ -11,6 +11,10 @@
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.proxies")
+
 from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
 
@@ -19,32 +23,28 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx import events
+from safe_tracectx.arguments import expect_name, expect_prefix, expect_shape, expect_trace, to_device, to_dtype
 from safe_tracectx.callsite import find_call_site
-from safe_tracectx.context import describe_trace, tracectx
+from safe_tracectx.context.active_trace import tracectx
 from safe_tracectx.errors import NameClashError
+from safe_tracectx.hooks.installer import is_installed
+from safe_tracectx.labels import describe_trace
 
 __all__ = ["fresh_name", "new_tensor_proxy", "rename", "rename_outputs"]
 
 P = TypeVar("P", bound=Proxy)
 
 
-def _require_trace(trace: object, function: str) -> TraceCtx:
-    if not isinstance(trace, TraceCtx):
-        raise TypeError(f"{function}(trace=...) takes a thunder TraceCtx, got {type(trace).__name__} ({trace!r:.60})")
-    return trace
-
-
 def _record(trace: TraceCtx, name: str, function: str, *, named_by_hook: bool = True) -> None:
     # With the hooks installed, the naming hook already records every proxy it names.
-    from safe_tracectx.hooks import is_installed
-
     if events.sinks and not (named_by_hook and is_installed()):
         events.emit("proxy_created", trace=trace, site=find_call_site(), name=name, via=function)
 
 
 def fresh_name(trace: TraceCtx, *, prefix: str | None = None) -> str:
     """A new name, registered in ``trace``."""
-    _require_trace(trace, "fresh_name")
+    expect_trace(trace, "fresh_name(trace=...)")
+    prefix = expect_prefix(prefix, "fresh_name()")
     name: str = trace.make_name(prefix=prefix)
     _record(trace, name, "fresh_name", named_by_hook=False)
     return name
@@ -64,28 +64,28 @@ def new_tensor_proxy(
 
     ``device`` and ``dtype`` may be Thunder's or torch's, or strings ("cpu", "float32").
     """
-    from thunder.core import devices, dtypes
-
-    _require_trace(trace, "new_tensor_proxy")
-    if isinstance(dtype, str):
-        import torch
-
-        dtype = getattr(torch, dtype)
-    if name is not None and name in trace.names:
-        raise NameClashError(
-            f"new_tensor_proxy(name={name!r}): the name is already taken in {describe_trace(trace)}",
-            fix="leave name=None for a fresh name, or pick a name the trace does not have",
-            site=find_call_site(),
-        )
-    with tracectx(trace):
-        proxy = TensorProxy(
-            name,
-            shape=tuple(shape),
-            device=devices.to_device(device),
-            dtype=dtypes.to_dtype(dtype),
-            requires_grad=requires_grad,
-            prefix=prefix,
-        )
+    where = "new_tensor_proxy()"
+    expect_trace(trace, "new_tensor_proxy(trace=...)")
+    dims = expect_shape(shape, where)
+    thunder_device, thunder_dtype = to_device(device, where), to_dtype(dtype, where)
+    prefix = expect_prefix(prefix, where)
+    if name is not None:
+        expect_name(name, "new_tensor_proxy(name=...)")
+        if name in trace.names:
+            raise NameClashError(
+                f"new_tensor_proxy(name={name!r}): the name is already taken in {describe_trace(trace)}",
+                fix="leave name=None for a fresh name, or pick a name the trace does not have",
+                site=find_call_site(),
+            )
+    names_before = set(trace.names)
+    try:
+        with tracectx(trace):
+            proxy = TensorProxy(
+                name, shape=dims, device=thunder_device, dtype=thunder_dtype, requires_grad=requires_grad, prefix=prefix
+            )
+    except BaseException:
+        trace.names.intersection_update(names_before)  # nothing stays registered
+        raise
     _record(trace, proxy.name, "new_tensor_proxy")
     return proxy
 
@@ -98,9 +98,8 @@ def rename(proxy: P, name: str, *, trace: TraceCtx, disambiguate: bool = True) -
     """
     if not isinstance(proxy, Proxy):
         raise TypeError(f"rename() takes a thunder Proxy, got {type(proxy).__name__}")
-    if not isinstance(name, str):
-        raise TypeError(f"rename(proxy, name) takes the new name as str, got {type(name).__name__} ({name!r:.60})")
-    _require_trace(trace, "rename")
+    expect_name(name, "rename(proxy, name)")
+    expect_trace(trace, "rename(trace=...)")
     if not disambiguate and name in trace.names:
         raise NameClashError(
             f"rename({proxy.name!r} -> {name!r}): the name is already taken in {describe_trace(trace)}",
@@ -124,7 +123,8 @@ def rename_outputs(
     Outputs named in ``skip`` keep their names. Use the map with
     ``bsym.from_bsym_swap_proxies(swap_map)`` to rewrite the recomputed symbols and their users.
     """
-    _require_trace(trace, "rename_outputs")
+    expect_trace(trace, "rename_outputs(trace=...)")
+    expect_prefix(prefix, "rename_outputs()")
     swap_map: dict[Variable, Proxy] = {}
     for bsym in bsyms:
         for output in bsym.flat_proxy_outs:

@@ -1,19 +1,24 @@
 """pytest plugin: audit every test's trace contexts (inactive unless asked).
 
     pytest --safe-tracectx=strict      # a violation fails the test that caused it
-    pytest --safe-tracectx=lenient     # the lenient policy (warnings)
+    pytest --safe-tracectx=lenient     # the lenient policy: violations warn
     pytest --safe-tracectx=audit       # nothing fails; everything is reported
     pytest --safe-tracectx=audit --safe-tracectx-report=audit.json
 
-The ``trace_audit`` fixture yields the test's :class:`~safe_tracectx.audit.AuditLog`
-(it installs the hooks for the test when the plugin is inactive). Works with
-pytest-xdist: each worker audits its tests and the controller merges the reports.
+or ``safe_tracectx = strict`` in ``[tool.pytest.ini_options]`` (the command line
+wins). After each test's teardown (so a balanced fixture is clean), a
+``set_tracectx`` the test made and never reset is charged to that test per the
+mode (strict: an error at teardown; lenient: a warning; audit: reported) and
+closed, whatever the test's outcome. The ``trace_audit`` fixture yields the
+test's :class:`~safe_tracectx.auditlog.AuditLog`. Works with pytest-xdist.
 Importing this module imports neither torch nor Thunder.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -21,13 +26,17 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 if TYPE_CHECKING:
-    from safe_tracectx.audit import AuditLog
+    from safe_tracectx.auditlog import AuditLog
+    from safe_tracectx.hooks import Installation
+    from safe_tracectx.leftovers import Leftovers
+    from safe_tracectx.policy import Policy
 
 MODES: Final = ("strict", "lenient", "audit")
 REPORT_SCHEMA: Final = "safe-tracectx/pytest"
-REPORT_VERSION: Final = 1
+REPORT_VERSION: Final = 2
 _STATE: Final = pytest.StashKey["_PluginState"]()
 _WORKER_KEY: Final = "safe_tracectx"
+_OWNER: Final = "the pytest plugin"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,106 +50,147 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--safe-tracectx-report", metavar="FILE", default=None, help="write the per-test audit summary as JSON"
     )
+    parser.addini("safe_tracectx", "the safe-tracectx mode (strict, lenient or audit) when no flag is given")
 
 
 class _PluginState:
-    """Per-session state: the mode, the running test's log, and the summaries of finished tests."""
+    """Per-session state: the mode, the session's installation, the running test's log, finished tests."""
 
     def __init__(self, mode: str, report_path: str | None) -> None:
         self.mode = mode
         self.report_path = report_path
+        self.installation: Installation | None = None
         self.current: AuditLog | None = None
+        self.leftovers: Leftovers | None = None
         self.tests: dict[str, dict[str, Any]] = {}
 
-    def policy(self) -> Any:
+    def policy(self) -> Policy:
         from safe_tracectx.policy import LENIENT, STRICT, Policy
 
         if self.mode == "strict":
             return STRICT
         if self.mode == "lenient":
             return LENIENT
-        # audit: every violation is recorded (act() emits before acting) and nothing changes outcomes
+        # audit: every violation is recorded (act() records before acting) and nothing changes outcomes
         return Policy(missing_trace="ignore", unbalanced="ignore", name_clash="ignore", leaked_proxy="ignore", read_only="ignore")
 
 
-def _summary(log: AuditLog) -> dict[str, Any]:
-    document = log.to_dict()
-    return {key: document[key] for key in ("counts", "passes", "violations", "leaked_sets")}
+def _mode(config: pytest.Config) -> str | None:
+    mode: str | None = config.getoption("--safe-tracectx")
+    if mode is None:
+        mode = str(config.getini("safe_tracectx") or "").strip().lower() or None
+        if mode is not None and mode not in MODES:
+            raise pytest.UsageError(f"ini option safe_tracectx = {mode!r}: use one of {', '.join(MODES)}")
+    return mode
 
 
+def _summary(log: AuditLog, leftovers: Leftovers | None) -> dict[str, Any]:
+    document = log.to_dict(events=False)
+    summary = {key: document[key] for key in ("counts", "passes", "violations", "leaked_sets", "traceless")}
+    if leftovers is not None:  # a wider-scoped fixture's open set is not the test's
+        owned = {id(event) for event in log.leaked_sets if event.detail["block"] in leftovers.known}
+        summary["leaked_sets"] = [
+            entry for entry, event in zip(document["leaked_sets"], log.leaked_sets) if id(event) not in owned
+        ]
+    return summary
+
+
+@pytest.hookimpl(tryfirst=True)  # outermost: a conftest's own install()/uninstall() nests inside
 def pytest_configure(config: pytest.Config) -> None:
-    mode = config.getoption("--safe-tracectx")
+    mode = _mode(config)
     if mode is None:
         return
-    state = _PluginState(mode, config.getoption("--safe-tracectx-report"))
+    from safe_tracectx.extras import MissingExtraError, require_thunder
+
+    try:
+        require_thunder(f"--safe-tracectx={mode}")
+    except MissingExtraError as error:
+        raise pytest.UsageError(str(error)) from None
+    report_path = config.getoption("--safe-tracectx-report")
+    if report_path is not None and not hasattr(config, "workerinput"):
+        from safe_tracectx.cli.options import check_writable
+
+        problem = check_writable(report_path)
+        if problem is not None:
+            raise pytest.UsageError(f"--safe-tracectx-report: {problem}")
+    state = _PluginState(mode, report_path)
     config.stash[_STATE] = state
-    if not hasattr(config, "workerinput"):  # the xdist controller runs no test
-        if getattr(config.option, "numprocesses", None):
-            return
-    from safe_tracectx.hooks import install
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        return  # the xdist controller runs no test
+    from safe_tracectx.hooks import begin
 
-    install(state.policy())
+    state.installation = begin(_OWNER, state.policy())
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _STATE in config.stash:
-        from safe_tracectx.hooks import uninstall
-
-        uninstall()
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.installation is not None and state.installation.active:
+        state.installation.end()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     state = item.config.stash.get(_STATE, None)
-    if state is None:
+    if state is None or state.installation is None:
         return (yield)
-    from safe_tracectx.audit import AuditLog
+    from safe_tracectx.auditlog import AuditLog
+
+    from safe_tracectx.leftovers import Leftovers
 
     state.current = AuditLog(max_events=0)  # counters only: bounded memory over a whole suite
-    state.current.start()
     try:
-        return (yield)
+        with state.current:
+            state.leftovers = Leftovers(state.current)
+            return (yield)
     finally:
-        state.current.stop()
-        state.tests[item.nodeid] = _summary(state.current)
+        state.tests[item.nodeid] = _summary(state.current, state.leftovers)
         state.current = None
+        state.leftovers = None
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    __tracebackhide__ = True
     state = item.config.stash.get(_STATE, None)
-    result = yield
-    if state is not None:
-        _close_leaked_sets(item, state)
-    return result
-
-
-def _close_leaked_sets(item: pytest.Item, state: _PluginState) -> None:
-    """A set_tracectx made by this test and still open after its body leaked.
-
-    In strict mode the test fails with the violation and the leaked sets are closed,
-    so the next test starts clean; the other modes only report (outcomes unchanged).
-    """
-    log = state.current
-    if log is None or not log.leaked_sets:
-        return
-    if state.mode != "strict":
-        return
-    from safe_tracectx.errors import UnbalancedContextError
-    from safe_tracectx.hooks import close_raw_blocks
-    from safe_tracectx.policy import act
-
-    log.stop()  # the log keeps showing the leak; closing it here is the plugin's clean-up
     try:
-        leaked = close_raw_blocks({event.detail["block"] for event in log.leaked_sets})
+        return (yield)  # the fixtures' teardown first: a fixture that holds a trace context is balanced by then
     finally:
-        log.start()
-    error = UnbalancedContextError(
-        f"the test ended with {len(leaked)} set_tracectx() never reset: {'; '.join(b._label() for b in leaked)}",
-        fix="reset every set_tracectx() in a `finally` (or use `with tracectx(trace):`)",
-        site=leaked[0].site if leaked else None,
-    )
-    act(error)  # recorded as the test's violation, then raised: the test fails with this message
+        if state is not None and state.current is not None:
+            _check_after_teardown(state)
+
+
+def _check_after_teardown(state: _PluginState) -> None:
+    """Charge the test with what it left behind, and clean it up whatever the test's outcome."""
+    __tracebackhide__ = True
+    from safe_tracectx.actions import act
+
+    assert state.leftovers is not None
+    for error in state.leftovers.check():
+        act(error, policy=state.policy())  # recorded as the test's violation; strict raises: an error at teardown
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A leak charged at teardown is a failure even in a test marked xfail (the leak is not what was expected)."""
+    report = yield
+    if call.when == "teardown" and call.excinfo is not None and getattr(report, "wasxfail", None) is not None:
+        from safe_tracectx.errors import TraceContextError
+
+        if call.excinfo.errisinstance(TraceContextError):
+            report.outcome = "failed"
+            del report.wasxfail
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, object, object]:
+    """A fixture of a wider scope than the test may hold a trace context across tests: it is not the test's."""
+    state = request.config.stash.get(_STATE, None)
+    if state is None or state.leftovers is None or fixturedef.scope == "function":
+        return (yield)
+    with state.leftovers.exempting():
+        return (yield)
 
 
 @pytest.fixture
@@ -148,16 +198,12 @@ def trace_audit(request: pytest.FixtureRequest) -> Iterator[AuditLog]:
     """The AuditLog of this test (installs the hooks for the test if the plugin is inactive)."""
     state = request.config.stash.get(_STATE, None)
     if state is not None and state.current is not None:
-        from safe_tracectx.audit import AuditLog
+        from safe_tracectx.auditlog import AuditLog
 
-        log = AuditLog()  # the fixture's own log keeps events; the plugin's keeps counters
-        log.start()
-        try:
+        with AuditLog() as log:  # the fixture's own log keeps events; the plugin's keeps counters
             yield log
-        finally:
-            log.stop()
         return
-    from safe_tracectx.audit import audit
+    from safe_tracectx.hooks import audit
 
     with audit() as log:
         yield log
@@ -190,11 +236,13 @@ def _write_report(state: _PluginState) -> None:
     Path(state.report_path).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is None:
-        return
-    if hasattr(config, "workerinput"):
+    if state is None or hasattr(config, "workerinput"):
         return
     _write_report(state)
     write = terminalreporter.write_line
@@ -203,19 +251,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     proxies = sum(t["counts"].get("proxy_created", 0) for t in state.tests.values())
     sets = sum(t["counts"].get("trace_set", 0) for t in state.tests.values())
     write(
-        f"mode {state.mode}: {len(state.tests)} tests audited, {proxies} proxies created, {sets} trace sets; "
-        f"{len(flagged)} tests with violations"
+        f"mode {state.mode}: {_plural(len(state.tests), 'test')} audited, {proxies} proxies created, "
+        f"{_plural(sets, 'trace set')}; "
+        f"{_plural(len(flagged), 'test')} with violations"
     )
     for nodeid, test in flagged.items():
         write(nodeid)
         for violation in test["violations"]:
             site = violation["site"]
-            where = f" at {site['file']}:{site['line']}" if site else ""
+            location = f"{site['file']}:{site['line']}" if site else ""
+            shown = site and f"{os.path.basename(site['file'])}:{site['line']}" in violation["message"]
+            where = f" (at {location})" if location and not shown else ""
             first_line = violation["message"].splitlines()[0]
             write(f"    {violation['error']} [{violation['action']}] {first_line}{where}")
         for leaked in test["leaked_sets"]:
             site = leaked["site"]
             where = f" at {site['file']}:{site['line']}" if site else ""
-            write(f"    never reset: set_tracectx({leaked['trace']}){where}")
+            thread = "" if leaked["thread"] == "MainThread" else f"[thread {leaked['thread']}] "
+            write(f"    {thread}never reset: set_tracectx({leaked['trace']}){where}")
     if state.report_path:
         write(f"report written to {state.report_path}")

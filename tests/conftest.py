@@ -31,17 +31,22 @@ THUNDER_RENAMES_RECOMPUTE = tuple(int(p) for p in thunder.__version__.split(".")
 @pytest.fixture(autouse=True)
 def _clean_trace_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test starts and must end with no active trace, no hooks and the default policy."""
-    from safe_tracectx.hooks import is_installed, uninstall
+    from safe_tracectx.hooks import running_installations
 
     monkeypatch.delenv(policy_module.ENV_VAR, raising=False)
-    policy_module._default_policy = None
+    policy_module.swap_default_policy(None)
     assert get_tracectx() is None
     yield
-    leaked_install = is_installed()
-    uninstall()
-    policy_module._default_policy = None
-    assert not leaked_install, "a test left the hooks installed"
+    leaked = running_installations()
+    if leaked:
+        try:
+            leaked[0].end()
+        except Exception:  # noqa: BLE001 - the assertion below reports the leak
+            pass
+    policy_module.swap_default_policy(None)
+    assert not leaked, f"a test left installations running: {leaked}"
     assert get_tracectx() is None, "a test left a trace active"
+    assert policy_module.POLICY_VAR.get() is None, "a test left a use_policy() block open"
 
 
 @pytest.fixture
@@ -64,5 +69,9 @@ settings.register_profile(
 )
 settings.register_profile(
     "long", max_examples=5000, stateful_step_count=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+# `make soak`: 25,000 examples x 40 steps = 10^6 steps of the state machine.
+settings.register_profile(
+    "soak", max_examples=25000, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.load_profile("suite")

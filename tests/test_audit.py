@@ -13,7 +13,8 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, from_trace, reset_tracectx, set_tracectx
 
 from safe_tracectx import LeakedProxyError, NameClashError, traceless, tracectx, use_policy
-from safe_tracectx.audit import AuditLog, audit
+from safe_tracectx.auditlog import AuditLog
+from safe_tracectx.hooks import audit
 from safe_tracectx.hooks import PassSpec, installed
 from safe_tracectx.hooks.passes import wrap_pass
 

@@ -14,7 +14,7 @@ import torch
 from conftest import THUNDER_RENAMES_RECOMPUTE
 
 from safe_tracectx import STRICT
-from safe_tracectx.audit import AuditLog
+from safe_tracectx.auditlog import AuditLog
 from safe_tracectx.checks import check_forward_backward, check_trace
 from safe_tracectx.demo.model import tiny_gpt
 from safe_tracectx.hooks import install, installed_audit_log, uninstall
@@ -89,7 +89,7 @@ def test_audit_shows_the_remat_passes_and_their_proxies_by_call_site(runs: tuple
     for section in ("Remat passes", "fusion remat", "backward recompute", "Trace set/reset balance", "Violations (0)"):
         assert section in report
     document = json.loads(log.to_json())
-    assert document["schema"] == "safe-tracectx/audit" and document["version"] == 1
+    assert document["schema"] == "safe-tracectx/audit" and document["version"] == 2
     assert document["proxies_by_pass"]["backward recompute"] == log.proxies_by_pass["backward recompute"]
 
 

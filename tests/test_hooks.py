@@ -28,7 +28,7 @@ from safe_tracectx import (
     use_policy,
 )
 from safe_tracectx import events
-from safe_tracectx.audit import audit
+from safe_tracectx.hooks import audit
 from safe_tracectx.hooks import (
     PASSES,
     RawBlock,
@@ -72,13 +72,16 @@ def test_install_replaces_every_seam_and_uninstall_restores_identity() -> None:
         assert all(during[key] is not before[key] for key in before), during
         assert thunder_trace.get_tracectx is get_before
         assert getattr(torch_compile, "rematerialize") is remat.rematerialize  # rebound where imported by name
-        install()  # a no-op
+        install()  # nested: the hooks stay the same objects
         assert _originals() == during
+        uninstall()  # ends the inner one only
+        assert is_installed() and _originals() == during
     finally:
         uninstall()
     assert not is_installed()
     assert all(_originals()[key] is before[key] for key in before)
-    uninstall()  # a no-op too
+    with pytest.raises(UnbalancedContextError, match="nothing installed"):
+        uninstall()  # unbalanced: a clear error
 
 
 def test_installed_restores_after_an_exception_and_keeps_an_outer_install() -> None:
@@ -91,7 +94,7 @@ def test_installed_restores_after_an_exception_and_keeps_an_outer_install() -> N
     with installed():
         with installed("lenient"):
             pass
-        assert is_installed()  # the inner block did not own the install
+        assert is_installed()  # the inner block ended only its own installation
     assert not is_installed()
 
 
@@ -265,9 +268,12 @@ def test_a_set_made_while_installed_can_be_reset_after_uninstall() -> None:
     token_set_while_installed = set_tracectx(TraceCtx())
     assert type(token_set_while_installed).__name__ == "Token"  # a real token, not a wrapper
     reset_tracectx(token_set_while_installed)
-    uninstall()
-    assert get_tracectx() is trace
-    manager.__exit__(None, None, None)  # the real ContextVar accepts the real token
+    with pytest.raises(UnbalancedContextError, match="made under install\\(\\) never reset"):
+        uninstall()  # the installation ends with the manager's set still open: reported and closed
+    assert get_tracectx() is None and not is_installed()
+    # The closed set's token is spent: its late reset cannot re-activate anything (Python refuses it).
+    with pytest.raises(RuntimeError, match="already been used"):
+        manager.__exit__(None, None, None)
     assert get_tracectx() is None
 
 

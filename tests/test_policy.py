@@ -52,7 +52,7 @@ def test_bad_action_lists_the_valid_ones() -> None:
 def test_bad_preset_and_unknown_event_are_value_errors() -> None:
     with pytest.raises(ValueError, match="'paranoid' is not a policy preset; use one of: strict, lenient"):
         use_policy("paranoid")
-    with pytest.raises(ValueError, match="unknown policy event\\(s\\) typo; the events are"):
+    with pytest.raises(ValueError, match="unknown policy check\\(s\\) typo; the checks are"):
         use_policy("strict", typo="raise")
     with pytest.raises(TypeError, match="takes a Policy or a preset name"):
         use_policy(3)  # type: ignore[arg-type]

@@ -19,7 +19,8 @@ MakeTrace = Callable[..., TraceCtx]
 
 
 def _snapshot(trace: TraceCtx) -> tuple[object, ...]:
-    return (trace.names, set(trace.names), trace.name_ctr, trace.bound_symbols, list(trace.bound_symbols))
+    # The names by value: a restore gives the trace a fresh set, so traces that shared the old one keep theirs.
+    return (set(trace.names), trace.name_ctr, trace.bound_symbols, list(trace.bound_symbols))
 
 
 def test_names_and_bound_symbols_added_are_reported_and_removed(make_trace: MakeTrace) -> None:

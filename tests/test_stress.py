@@ -20,7 +20,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, get_tracectx, reset_tracectx, set_tracectx
 
 from safe_tracectx import is_traceless, scratch_trace, traceless, tracectx
-from safe_tracectx.audit import audit
+from safe_tracectx.hooks import audit
 from safe_tracectx.hooks import installed
 from safe_tracectx.lint import lint_paths, lint_source, select_codes
 

@@ -245,11 +245,13 @@ def test_exit_in_another_thread_is_reported_and_the_entering_thread_recovers(mak
     thread.join()
     assert len(errors) == 1 and isinstance(errors[0], UnbalancedContextError)
     assert "another thread or Context" in str(errors[0])
-    # The entering thread still shows a (its block ended elsewhere); the next block skips it.
+    # The wrong-thread exit changed nothing: the block is still open here, and its owner closes it.
     assert get_tracectx() is a
     with tracectx(b):
         assert get_tracectx() is b
-    assert get_tracectx() is None, "restoring must not re-activate the ended block's trace"
+    assert get_tracectx() is a, "a balanced block restores what was active at its enter"
+    manager.__exit__(None, None, None)  # the owner's exit: no report
+    assert get_tracectx() is None
 
 
 def test_exit_in_a_copied_context_is_reported_and_leaves_both_contexts_consistent(make_trace: MakeTrace) -> None:
@@ -261,9 +263,12 @@ def test_exit_in_a_copied_context_is_reported_and_leaves_both_contexts_consisten
         with pytest.raises(UnbalancedContextError, match="different Context"):
             copied.run(manager.__exit__, None, None, None)
         assert copied.run(get_tracectx) is a
-    # Here too the block has ended: a later block restores past it.
+    # Nothing changed: the block is still open where it was entered, and its owner exits it.
+    assert get_tracectx() is a
     with tracectx(make_trace()):
         pass
+    assert get_tracectx() is a
+    manager.__exit__(None, None, None)
     assert get_tracectx() is None
 
 

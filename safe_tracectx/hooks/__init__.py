@@ -1,34 +1,48 @@
 """Thunder hooks: guarded set/reset of the trace, the naming hook and the remat pass wrappers.
 
-``install()`` puts them in place at run time; ``uninstall()`` restores the originals.
+- ``guard``: the guarded ``set_tracectx``/``reset_tracectx`` (raw sets as blocks);
+- ``naming``: the proxy-naming hook (``Policy.missing_trace``);
+- ``passes``: the pass wrappers (audit and validation of their output);
+- ``patching``: what is replaced where, put in place and back;
+- ``installer``: installations (``install``, ``uninstall``, ``installed``, ``audit``) as a stack.
 """
 
 from __future__ import annotations
 
+from safe_tracectx.extras import require_thunder
+
+require_thunder("safe_tracectx.hooks")
+
 from safe_tracectx.hooks.guard import (
     RawBlock,
-    close_raw_blocks,
+    close_leaked,
     guarded_reset_tracectx,
     guarded_set_tracectx,
     open_blocks,
 )
 from safe_tracectx.hooks.installer import (
-    SupportReport,
+    Installation,
+    audit,
+    begin,
     install,
     installed,
     installed_audit_log,
     is_installed,
-    thunder_support,
+    running_installations,
     uninstall,
 )
-from safe_tracectx.hooks.passes import PASSES, PassSpec
+from safe_tracectx.hooks.patching import SupportReport, thunder_support
+from safe_tracectx.pass_catalog import PASSES, PassSpec
 
 __all__ = [
     "PASSES",
+    "Installation",
     "PassSpec",
     "RawBlock",
     "SupportReport",
-    "close_raw_blocks",
+    "audit",
+    "begin",
+    "close_leaked",
     "guarded_reset_tracectx",
     "guarded_set_tracectx",
     "install",
@@ -36,6 +50,7 @@ __all__ = [
     "installed_audit_log",
     "is_installed",
     "open_blocks",
+    "running_installations",
     "thunder_support",
     "uninstall",
 ]

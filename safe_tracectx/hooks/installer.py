@@ -1,13 +1,15 @@
-"""install(): hook Thunder at run time, without editing its files; uninstall() puts back the originals.
+"""install(): hook Thunder at run time, without editing its files; installations nest like a stack.
 
 Hooked: ``set_tracectx``/``reset_tracectx`` (rebound in every module that imported
 them by name), proxy naming, and the remat passes. Thunder's ContextVar and
-``get_tracectx`` (the hot path) are not touched.
+``get_tracectx`` (the hot path) are not touched. Each installation applies its
+own policy and audit for its extent; the outer one continues when an inner one
+ends; the hooks are removed (every original put back) when the outermost ends::
 
     >>> import thunder.core.trace as thunder_trace
     >>> from safe_tracectx.hooks import installed, is_installed
     >>> original = thunder_trace.set_tracectx
-    >>> with installed():
+    >>> with installed("lenient"):
     ...     is_installed(), thunder_trace.set_tracectx is original
     (True, False)
     >>> thunder_trace.set_tracectx is original
@@ -16,203 +18,285 @@ them by name), proxy naming, and the remat passes. Thunder's ContextVar and
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import importlib
 import sys
-from collections.abc import Callable
-from types import ModuleType, TracebackType
-from typing import Any, Final
+import threading
+from types import TracebackType
+from typing import Final
 
-import thunder.core.proxies as thunder_proxies
-import thunder.core.trace as thunder_trace
+from safe_tracectx.actions import action_for, carry_out, record
+from safe_tracectx.auditlog import AuditLog
+from safe_tracectx.callsite import CallSite, find_call_site
+from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
+from safe_tracectx.hooks import guard, patching
+from safe_tracectx.policy import (
+    POLICY_VAR,
+    Policy,
+    as_policy,
+    default_policy,
+    get_policy,
+    or_default,
+    swap_default_policy,
+)
 
-from safe_tracectx.hooks.guard import _blocks_by_token, guarded_reset_tracectx, guarded_set_tracectx
-from safe_tracectx.hooks.naming import make_naming_hook
-from safe_tracectx.hooks.passes import PASSES, PassSpec, wrap_pass
-import safe_tracectx.policy as policy_module
-from safe_tracectx.policy import Policy, _coerce
+__all__ = [
+    "Installation",
+    "audit",
+    "begin",
+    "install",
+    "installed",
+    "installed_audit_log",
+    "is_installed",
+    "running_installations",
+    "uninstall",
+]
 
-__all__ = ["SupportReport", "install", "installed", "is_installed", "thunder_support", "uninstall"]
-
-#: Modules that import ``rematerialize`` by name; imported before patching so they are rebound too.
-_IMPORTERS: Final = ("thunder.executors.torch_compile", "thunder.executors.nvfuserex_impl")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Patch:
-    module: ModuleType
-    attribute: str
-    original: Any
-    replacement: Any
-
-
-@dataclasses.dataclass(frozen=True)
-class SupportReport:
-    """Which rematerialization entry points the installed Thunder has (and so which are audited)."""
-
-    thunder_version: str
-    present: tuple[str, ...]
-    missing: tuple[str, ...]
-    rebound_in: tuple[str, ...]
-
-    def __str__(self) -> str:
-        lines = [f"lightning-thunder {self.thunder_version}"]
-        lines += [f"  audited: {name}" for name in self.present]
-        lines += [f"  not in this version (skipped): {name}" for name in self.missing]
-        lines += [f"  also rebound in: {name}" for name in self.rebound_in]
-        return "\n".join(lines)
+_BARE: Final = "install()"
+_stack: Final[list[Installation]] = []
+_patches: Final[list[patching.Patch]] = []
 
 
-_patches: list[_Patch] = []
-_replaced_default: list[Policy | None] = []  # the default policy install() replaced, if it did
-_audit_log: Any = None
+class Installation:
+    """One ``install()`` (or ``installed()``, ``audit()``, ``safe-tracectx run``, the pytest plugin) until it ends."""
+
+    __slots__ = ("owner", "policy", "audit_log", "site", "thread", "_since", "_replaced", "_active")
+
+    def __init__(self, owner: str, policy: Policy | None, audit_log: AuditLog | None, site: CallSite | None) -> None:
+        self.owner = owner
+        self.policy = policy
+        self.audit_log = audit_log
+        self.site = site
+        self.thread = threading.get_ident()
+        self._active = False
+        self._since = 0
+        self._replaced: Policy | None = None
+
+    @property
+    def active(self) -> bool:
+        """True from its start until it ends."""
+        return self._active
+
+    def __repr__(self) -> str:
+        where = f" at {self.site}" if self.site is not None else ""
+        return f"<installation by {self.owner}{where}>"
+
+    def _start(self) -> Installation:
+        if not _stack:
+            patches = patching.plan()
+            patching.apply(patches)
+            _patches.extend(patches)
+        if self.policy is not None:
+            self._replaced = swap_default_policy(self.policy)
+        if self.audit_log is not None:
+            self.audit_log.start()
+        self._since = guard.next_serial()
+        self._active = True
+        _stack.append(self)
+        return self
+
+    def _finish(self) -> list[TraceContextError]:
+        """Close this installation's leaked sets in this context; report those left open in other threads."""
+        leaked, errors = guard.close_leaked(since=self._since)
+        if leaked:
+            labels = "; ".join(block.label() for block in leaked)
+            errors.insert(
+                0,
+                UnbalancedContextError(
+                    f"{len(leaked)} set_tracectx() made under {self.owner} never reset: {labels}; "
+                    "closed when the installation ended",
+                    fix=FIXES["raw_set"],
+                    site=leaked[-1].site,
+                ),
+            )
+        # A thread that still runs may be inside a balanced block; one that has ended never resets.
+        elsewhere = [b for b in guard.open_raw_blocks(since=self._since) if b not in leaked and not b.thread_alive]
+        if elsewhere:
+            labels = "; ".join(f"{block.label()} [thread {block.thread}]" for block in elsewhere)
+            errors.append(
+                UnbalancedContextError(
+                    f"{len(elsewhere)} set_tracectx() made under {self.owner} by threads that have ended were "
+                    f"never reset: {labels}",
+                    fix=FIXES["raw_set"],
+                    site=elsewhere[-1].site,
+                )
+            )
+        return errors
+
+    def end(self, *, in_flight: BaseException | None = None) -> None:
+        """End this installation and the inner ones its thread still runs (reported); remove the hooks if last.
+
+        A KeyboardInterrupt (or other BaseException) propagating where it is ended is never replaced.
+        """
+        if in_flight is None:
+            in_flight = sys.exc_info()[1]
+        if not self._active:
+            raise UnbalancedContextError(
+                f"{self!r} was ended a second time (or never started)", fix=FIXES["install"], site=find_call_site()
+            )
+        inner = [i for i in _stack[_stack.index(self) + 1 :] if i.thread == self.thread]
+        judge = self._judging_policy(inner)
+        found: list[TraceContextError] = []
+        for installation in [*reversed(inner), self]:
+            errors: list[TraceContextError] = [] if installation is self else [self._ended_inside(installation)]
+            errors += installation._finish()
+            for error in errors:  # while the audits of this and the enclosing installations still listen
+                record(error, action_for(error, judge))
+            installation._teardown()
+            found += errors
+        for error in found:
+            carry_out(error, action_for(error, judge), in_flight=in_flight)
+
+    def _judging_policy(self, inner: list[Installation]) -> Policy:
+        """What judges the end: a use_policy block, else this installation's policy, else the default
+        in force once the inner ones are gone (not a policy an inner installation left behind)."""
+        override = POLICY_VAR.get()
+        if override is not None:
+            return override
+        if self.policy is not None:
+            return self.policy
+        for installation in inner:
+            if installation.policy is not None:
+                return or_default(installation._replaced)
+        return get_policy()
+
+    def _ended_inside(self, inner: Installation) -> UnbalancedContextError:
+        return UnbalancedContextError(
+            f"{inner!r} was still running when {self!r} ended; it was ended with it",
+            fix=FIXES["install"],
+            site=inner.site,
+        )
+
+    def _teardown(self) -> None:
+        index = _stack.index(self)
+        del _stack[index]
+        self._active = False
+        if self.audit_log is not None:
+            self.audit_log.stop()
+        if self.policy is not None:
+            self._put_back_policy(_stack[index:])
+        if not _stack:
+            patching.remove(_patches)
+            _patches.clear()
+            guard.release_all()
+
+    def _put_back_policy(self, above: list[Installation]) -> None:
+        """Hand the default back: to the next installation that replaced ours, else to the process."""
+        for later in above:
+            if later.policy is not None and later._replaced is self.policy:
+                later._replaced = self._replaced
+                return
+        if default_policy() is self.policy:  # not changed by set_default_policy meanwhile
+            swap_default_policy(self._replaced)
+
+
+def begin(owner: str, policy: Policy | str | None = None, *, audit: bool | AuditLog = False) -> Installation:
+    """Start an installation made by ``owner`` (ended by ``.end()``); the faces use this."""
+    chosen = None if policy is None else as_policy(policy, source=f"{owner.split('(')[0]}()")
+    log = audit if isinstance(audit, AuditLog) else (AuditLog() if audit else None)
+    return Installation(owner, chosen, log, find_call_site())._start()
+
+
+def running_installations() -> tuple[Installation, ...]:
+    """The installations running now, outermost first."""
+    return tuple(_stack)
 
 
 def is_installed() -> bool:
-    """True while the hooks are in place."""
-    return bool(_patches)
+    """True while any installation runs (the hooks are in place)."""
+    return bool(_stack)
 
 
-@functools.cache
-def _importers() -> None:
-    """Import the modules that bind ``rematerialize`` by name (once per process)."""
-    for name in _IMPORTERS:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - an executor whose backend is missing (nvFuser on CPU)
-            pass
+def install(policy: Policy | str | None = None, *, audit: bool = False) -> Installation:
+    """Hook Thunder: the trace ContextVar's set/reset, proxy naming and the remat passes.
 
-
-def _find_pass(spec: PassSpec) -> Callable[..., Any] | None:
-    try:
-        module = importlib.import_module(spec.module)
-    except ImportError:
-        return None
-    found: Callable[..., Any] | None = getattr(module, spec.attribute, None)
-    return found
-
-
-def _bindings(original: Any, name: str) -> list[tuple[ModuleType, str]]:
-    """Every loaded module that binds ``original`` as ``name`` (``from thunder... import name`` users too)."""
-    found = []
-    for module in sys.modules.copy().values():  # a copy: finalizers may import meanwhile
-        namespace = getattr(module, "__dict__", None)
-        if namespace is not None and namespace.get(name) is original:
-            found.append((module, name))
-    return found
-
-
-def _rebind_everywhere(original: Any, name: str, replacement: Any) -> list[_Patch]:
-    return [_Patch(module, attribute, original, replacement) for module, attribute in _bindings(original, name)]
-
-
-def _plan() -> list[_Patch]:
-    _importers()
-    patches = [
-        *_rebind_everywhere(thunder_trace.set_tracectx, "set_tracectx", guarded_set_tracectx),
-        *_rebind_everywhere(thunder_trace.reset_tracectx, "reset_tracectx", guarded_reset_tracectx),
-        _Patch(
-            thunder_proxies,
-            "make_proxy_name",
-            thunder_proxies.make_proxy_name,
-            make_naming_hook(thunder_proxies.make_proxy_name),
-        ),
-    ]
-    for spec in PASSES:
-        original = _find_pass(spec)
-        if original is not None:
-            patches += _rebind_everywhere(original, spec.attribute, wrap_pass(spec, original))
-    return patches
-
-
-def install(policy: Policy | str | None = None, *, audit: bool = False) -> None:
-    """Hook Thunder: the trace ContextVar, proxy naming and the remat passes.
-
-    ``policy`` (a Policy or "strict"/"lenient") becomes the process default until
-    ``uninstall()`` (``use_policy`` blocks still override it); ``audit=True`` also starts an audit whose log
-    :func:`safe_tracectx.audit.installed_audit_log` returns. Installing twice is a no-op.
+    ``policy`` (a Policy or "strict"/"lenient") is the process default until the
+    matching ``uninstall()`` (``use_policy`` blocks still override it);
+    ``audit=True`` starts an audit for this installation (``installed_audit_log()``).
+    Installations nest: each ``uninstall()`` ends the innermost ``install()``.
     """
-    global _audit_log
-    if _patches:
-        return
-    chosen = None if policy is None else _coerce(policy, source="install()")
-    patches = _plan()
-    for patch in patches:
-        setattr(patch.module, patch.attribute, patch.replacement)
-    _patches.extend(patches)
-    if chosen is not None:
-        _replaced_default.append(policy_module._default_policy)
-        policy_module._default_policy = chosen
-    if audit:
-        from safe_tracectx.audit import AuditLog
-
-        _audit_log = AuditLog()
-        _audit_log.start()
+    return begin(_BARE, policy, audit=audit)
 
 
 def uninstall() -> None:
-    """Put back exactly the original objects (a no-op when not installed)."""
-    global _audit_log
-    while _patches:
-        patch = _patches.pop()
-        if getattr(patch.module, patch.attribute, None) is patch.replacement:
-            setattr(patch.module, patch.attribute, patch.original)
-    if _replaced_default:
-        policy_module._default_policy = _replaced_default.pop()
-    if _audit_log is not None:
-        log, _audit_log = _audit_log, None
-        log.stop()
-    # Tokens of sets made while installed are real tokens: after this, Thunder resets them
-    # through the real ContextVar. The guard's bookkeeping goes with the guard.
-    _blocks_by_token.clear()
+    """End the innermost ``install()``; remove the hooks (every original put back) if it was the last."""
+    if not _stack:
+        raise UnbalancedContextError(
+            "uninstall() was called with nothing installed", fix=FIXES["install"], site=find_call_site()
+        )
+    mine = [i for i in _stack if i.thread == threading.get_ident()]
+    if not mine:
+        raise UnbalancedContextError(
+            "uninstall() was called in a thread that installed nothing (installations of other threads are "
+            "ended there); nothing was changed",
+            fix=FIXES["install"],
+            site=find_call_site(),
+        )
+    innermost = mine[-1]
+    if innermost.owner != _BARE:
+        raise UnbalancedContextError(
+            f"uninstall() has no matching install(): the innermost installation is {innermost!r}; "
+            "nothing was changed",
+            fix=FIXES["install"],
+            site=find_call_site(),
+        )
+    innermost.end(in_flight=sys.exc_info()[1])
 
 
-def installed_audit_log() -> Any:
-    """The AuditLog started by ``install(audit=True)`` (None otherwise)."""
-    return _audit_log
-
-
-def thunder_support() -> SupportReport:
-    """The remat entry points in the installed Thunder version, and where they are bound by name."""
-    _importers()
-    present, missing, rebound = [], [], []
-    for spec in PASSES:
-        original = _find_pass(spec)
-        if original is None:
-            missing.append(spec.qualname)
-            continue
-        present.append(spec.qualname)
-        original = getattr(original, "__wrapped__", original) if hasattr(original, "__safe_tracectx_pass__") else original
-        rebound += [
-            f"{m.__name__}.{a}"
-            for m, a in _bindings(original, spec.attribute)
-            if f"{m.__name__}.{a}" != spec.qualname and m.__name__.startswith("thunder")
-        ]
-    version = getattr(sys.modules.get("thunder"), "__version__", "unknown")
-    return SupportReport(str(version), tuple(present), tuple(missing), tuple(sorted(set(rebound))))
+def installed_audit_log() -> AuditLog | None:
+    """The AuditLog of the innermost installation that audits (None if none does)."""
+    for installation in reversed(_stack):
+        if installation.audit_log is not None:
+            return installation.audit_log
+    return None
 
 
 class installed:
-    """``install(...)`` for a block; ``uninstall()`` at its end, also after an exception.
+    """An installation for a block, ended at its exit (also after an exception); nests inside others."""
 
-    If the hooks were already installed when the block began, they stay installed after it.
-    """
+    __slots__ = ("_policy", "_audit", "_installation")
 
-    __slots__ = ("_policy", "_audit", "_owns")
+    _owner: str = "installed()"
 
     def __init__(self, policy: Policy | str | None = None, *, audit: bool = False) -> None:
-        self._policy = policy
+        self._policy = None if policy is None else as_policy(policy, source=f"{self._owner[:-2]}()")
         self._audit = audit
-        self._owns = False
+        self._installation: Installation | None = None
 
-    def __enter__(self) -> installed:
-        self._owns = not is_installed()
-        install(self._policy, audit=self._audit)
-        return self
+    def __enter__(self) -> Installation:
+        if self._installation is not None:
+            raise TypeError(f"this {self._owner} was already entered; create a new one for each with-block")
+        self._installation = begin(self._owner, self._policy, audit=self._audit)
+        return self._installation
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._owns:
-            uninstall()
+        installation = self._installation
+        if installation is not None and installation.active:
+            installation.end(in_flight=exc)
+
+
+class audit(installed):
+    """Record everything Thunder does with trace contexts in the block; yields the block's AuditLog.
+
+        >>> import torch, thunder
+        >>> import safe_tracectx as stc
+        >>> with stc.audit() as log:
+        ...     _ = thunder.jit(lambda x: x.cos() + 1)(torch.ones(2))
+        >>> log.counts["proxy_created"] > 0, log.violations
+        (True, [])
+    """
+
+    __slots__ = ("_max_events",)
+
+    _owner = "audit()"
+
+    def __init__(self, *, max_events: int | None = None) -> None:
+        super().__init__(None, audit=False)
+        self._max_events = max_events
+
+    def __enter__(self) -> AuditLog:  # type: ignore[override]
+        if self._installation is not None:
+            raise TypeError("this audit() was already entered; create a new one for each with-block")
+        log = AuditLog(max_events=self._max_events)
+        self._installation = begin(self._owner, None, audit=log)
+        return log

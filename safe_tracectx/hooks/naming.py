@@ -1,4 +1,9 @@
-"""The proxy-naming hook: ``thunder.core.proxies.make_proxy_name`` under ``Policy.missing_trace``."""
+"""The proxy-naming hook: ``thunder.core.proxies.make_proxy_name`` under ``Policy.missing_trace``.
+
+Without an active trace Thunder fails with ``AttributeError: 'NoneType' object
+has no attribute 'make_name'``; the hook instead raises ``MissingTraceError``
+naming the user's line (strict), or names the proxy traceless (lenient).
+"""
 
 from __future__ import annotations
 
@@ -8,26 +13,23 @@ from types import FrameType
 from typing import Final
 
 from safe_tracectx import events
-from safe_tracectx.callsite import find_call_site
-from safe_tracectx.context import TRACE_VAR, TracelessTrace, missing_trace_error
-from safe_tracectx.policy import act, get_policy
+from safe_tracectx.callsite import find_call_site, find_frame
+from safe_tracectx.context.blocks import TRACE_VAR
+from safe_tracectx.context.lookup import on_missing_trace
 
 __all__ = ["make_naming_hook"]
 
 _trace_get: Final = TRACE_VAR.get
 
 
+def _in_proxy_init(frame: FrameType) -> bool:
+    return frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is not None
+
+
 def _what_is_being_made() -> str:
     """'creating a TensorProxy', from the Proxy.__init__ frame above the hook."""
-    frame: FrameType | None = sys._getframe(2)
-    for _ in range(4):
-        if frame is None:
-            break
-        proxy = frame.f_locals.get("self") if frame.f_code.co_name == "__init__" else None
-        if proxy is not None:
-            return f"creating a {type(proxy).__name__}"
-        frame = frame.f_back
-    return "naming a proxy"
+    init = find_frame(_in_proxy_init, sys._getframe(2), limit=4)
+    return "naming a proxy" if init is None else f"creating a {type(init.f_locals['self']).__name__}"
 
 
 def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
@@ -36,12 +38,11 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
     def make_proxy_name(*, name: str | None = None, prefix: str | None = None) -> str:
         trace = _trace_get(None)
         if trace is None:
-            policy = get_policy()
-            if policy.missing_trace == "traceless":
-                trace = TracelessTrace()
-            else:
-                act(missing_trace_error(_what_is_being_made()), policy=policy)
-                return original(name=name, prefix=prefix)  # warn/log/ignore: Thunder's own behaviour
+            trace = on_missing_trace(_what_is_being_made())
+            if trace is None:  # warn/log/ignore: Thunder's own behaviour
+                return original(name=name, prefix=prefix)
+            if events.sinks:
+                events.emit("proxy_traceless", trace=None, site=find_call_site(skip_thunder=True))
         made: str = trace.make_name(name=name, prefix=prefix)
         if events.sinks:
             events.emit("proxy_created", trace=trace, site=find_call_site(), name=made)

@@ -13,7 +13,8 @@ import ast
 import dataclasses
 from typing import Final
 
-from safe_tracectx.lint.rules import RULES
+from safe_tracectx.lint.flow import analyze_proxy, analyze_set
+from safe_tracectx.lint.scopes import Exit, Finding, ProxySite, ResetSite, Scope, SetSite, TryNode, token_key
 
 __all__ = ["Finding", "check_tree"]
 
@@ -43,66 +44,20 @@ PROXY_FUNCTIONS: Final = frozenset({"tensorproxy", "futuretensorproxy", "numberp
 PROXY_METHODS: Final = frozenset({"replace_name"})
 CONTEXTMANAGER_DECORATORS: Final = frozenset({"contextmanager", "asynccontextmanager"})
 _TRACKED: Final = frozenset({SET, RESET}) | GUARDS | PROXY_CLASSES | PROXY_FUNCTIONS
-
-
-@dataclasses.dataclass(frozen=True, order=True)
-class Finding:
-    """One finding: where, which rule, and the message (the rule's fix is in ``RULES``)."""
-
-    line: int
-    col: int
-    code: str
-    message: str
-    guarded: bool | None = None  # STC100 only: does a trace context guard the call lexically?
-
-    @property
-    def fix(self) -> str:
-        return RULES[self.code].fix
-
-
-@dataclasses.dataclass
-class _SetSite:
-    call: ast.Call
-    stmt: ast.stmt
-    block: list[ast.stmt]
-    index: int
-    try_bodies: tuple[ast.Try, ...]  # enclosing try statements whose body holds the set
-
-
-@dataclasses.dataclass
-class _ResetSite:
-    token: str | None
-    line: int
-    finally_of: tuple[ast.Try, ...]  # enclosing try statements whose finalbody holds the reset
-
-
-@dataclasses.dataclass
-class _ProxySite:
-    call: ast.Call
-    label: str
-    guard: str | None
+_ENTER: Final = frozenset({"__enter__", "__aenter__"})
+_EXIT: Final = frozenset({"__exit__", "__aexit__"})
 
 
 @dataclasses.dataclass(frozen=True)
 class _At:
-    """Where the traversal is: the scope, the enclosing try bodies and finally blocks, and the guard."""
+    """Where the traversal is: the scope, the enclosing try parts and loop, and the guard."""
 
-    scope: _Scope
-    try_bodies: tuple[ast.Try, ...] = ()  # enclosing try statements whose body we are in
-    finals: tuple[ast.Try, ...] = ()  # enclosing try statements whose finalbody we are in
+    scope: Scope
+    try_bodies: tuple[TryNode, ...] = ()  # enclosing try statements whose body we are in
+    finals: tuple[TryNode, ...] = ()  # enclosing try statements whose finalbody we are in
+    handlers: tuple[ast.ExceptHandler, ...] = ()  # enclosing except clauses
+    loop: ast.stmt | None = None  # the innermost enclosing loop (what break/continue leave)
     guard: str | None = None  # the `with tracectx(...)`-like block we are in
-
-
-@dataclasses.dataclass
-class _Scope:
-    """What one function (or the module) contains, collected for the analysis at its end."""
-
-    is_contextmanager: bool = False
-    sets: list[_SetSite] = dataclasses.field(default_factory=list)
-    resets: list[_ResetSite] = dataclasses.field(default_factory=list)
-    proxies: list[_ProxySite] = dataclasses.field(default_factory=list)
-    bindings: dict[str, list[int]] = dataclasses.field(default_factory=dict)
-    yields: bool = False
 
 
 class _Checker:
@@ -127,16 +82,34 @@ class _Checker:
                 return "replace", True
         return None, False
 
+    def _is_reset(self, node: ast.expr) -> bool:
+        """Does ``node`` name reset_tracectx (as passed to ``ExitStack.callback``)?"""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id, node.id) == RESET
+        return isinstance(node, ast.Attribute) and node.attr == RESET
+
     def _record_import(self, stmt: ast.Import | ast.ImportFrom) -> None:
         if isinstance(stmt, ast.ImportFrom):
             for alias in stmt.names:
                 if alias.name in _TRACKED and alias.asname:
                     self.aliases[alias.asname] = alias.name
 
+    def _exit_resets(self, cls: ast.ClassDef) -> frozenset[str]:
+        """The tokens (``self.tok``) that the class's ``__exit__``/``__aexit__`` reset."""
+        tokens: set[str] = set()
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in _EXIT:
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Call) and self._callee(node)[0] == RESET:
+                        token = token_key(_token_argument(node, 0))
+                        if token is not None and "." in token:
+                            tokens.add(token)
+        return frozenset(tokens)
+
     # ---- traversal ---------------------------------------------------------------------
 
     def module(self, tree: ast.Module) -> list[Finding]:
-        scope = _Scope()
+        scope = Scope()
         self._block(tree.body, _At(scope))
         self._analyze(scope)
         return sorted(self.findings)
@@ -145,6 +118,15 @@ class _Checker:
         for index, stmt in enumerate(stmts):
             self._stmt(stmt, stmts, index, at)
 
+    def _function(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, exit_resets: frozenset[str]) -> None:
+        decorators = {_decorator_name(d) for d in stmt.decorator_list}
+        inner = Scope(
+            is_contextmanager=bool(decorators & CONTEXTMANAGER_DECORATORS),
+            exit_resets=exit_resets if stmt.name in _ENTER else frozenset(),
+        )
+        self._block(stmt.body, _At(inner))
+        self._analyze(inner)
+
     def _stmt(self, stmt: ast.stmt, block: list[ast.stmt], index: int, at: _At) -> None:
         def exprs(*nodes: ast.expr | None) -> None:
             for node in nodes:
@@ -152,32 +134,43 @@ class _Checker:
                     self._expr(node, stmt, block, index, at)
 
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            decorators = {_decorator_name(d) for d in stmt.decorator_list}
-            inner = _Scope(is_contextmanager=bool(decorators & CONTEXTMANAGER_DECORATORS))
             exprs(*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults)
-            self._block(stmt.body, _At(inner))
-            self._analyze(inner)
+            self._function(stmt, frozenset())
             return
         if isinstance(stmt, ast.ClassDef):
-            inner = _Scope()
-            self._block(stmt.body, _At(inner))
+            exprs(*stmt.decorator_list, *stmt.bases)
+            exit_resets = self._exit_resets(stmt)
+            inner = Scope()
+            for member_index, member in enumerate(stmt.body):
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self._function(member, exit_resets)
+                else:
+                    self._stmt(member, stmt.body, member_index, _At(inner))
             self._analyze(inner)
             return
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             self._record_import(stmt)
             return
-        if isinstance(stmt, ast.Assign):
-            for target in stmt.targets:
-                if isinstance(target, ast.Name):
-                    at.scope.bindings.setdefault(target.id, []).append(stmt.lineno)
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            at.scope.exits.append(Exit(stmt))
+        elif isinstance(stmt, (ast.Break, ast.Continue)):
+            at.scope.exits.append(Exit(stmt, at.loop))
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                at.scope.bindings.setdefault(target.id, []).append(stmt.lineno)
         if isinstance(stmt, (ast.Try, ast.TryStar)):
-            here = (stmt,) if isinstance(stmt, ast.Try) else ()
-            self._block(stmt.body, dataclasses.replace(at, try_bodies=at.try_bodies + here))
+            self._block(stmt.body, dataclasses.replace(at, try_bodies=(*at.try_bodies, stmt)))
             for handler in stmt.handlers:
                 exprs(handler.type)
-                self._block(handler.body, at)
+                self._block(handler.body, dataclasses.replace(at, handlers=(*at.handlers, handler)))
             self._block(stmt.orelse, at)
-            self._block(stmt.finalbody, dataclasses.replace(at, finals=at.finals + here))
+            self._block(stmt.finalbody, dataclasses.replace(at, finals=(*at.finals, stmt)))
+            return
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            exprs(*(stmt.iter, stmt.target) if not isinstance(stmt, ast.While) else (stmt.test,))
+            self._block(stmt.body, dataclasses.replace(at, loop=stmt))
+            self._block(stmt.orelse, at)
             return
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             inner_at = at
@@ -207,90 +200,53 @@ class _Checker:
             if isinstance(node, ast.Call):
                 name, is_method = self._callee(node)
                 if name is None:
+                    if isinstance(node.func, ast.Attribute) and node.func.attr == "callback" and node.args:
+                        if self._is_reset(node.args[0]):  # ExitStack.callback(reset_tracectx, tok)
+                            token = token_key(_token_argument(node, 1))
+                            scope.resets.append(ResetSite(token, node.lineno, stmt, at.finals, at.handlers, callback=True))
                     continue
                 if name == SET:
-                    scope.sets.append(_SetSite(node, stmt, block, index, at.try_bodies))
+                    scope.sets.append(SetSite(node, stmt, block, index, at.try_bodies, _bound_token(stmt, node)))
                 elif name == RESET:
-                    arg = node.args[0] if node.args else None
-                    token = arg.id if isinstance(arg, ast.Name) else None
-                    scope.resets.append(_ResetSite(token, node.lineno, at.finals))
+                    bare = isinstance(stmt, ast.Expr) and stmt.value is node
+                    token = token_key(_token_argument(node, 0))
+                    scope.resets.append(ResetSite(token, node.lineno, stmt, at.finals, at.handlers, bare=bare))
                 elif name in PROXY_CLASSES or name in PROXY_FUNCTIONS or name in PROXY_METHODS or name == "replace":
                     label = f".{name}(...)" if is_method else f"{name}(...)"
-                    scope.proxies.append(_ProxySite(node, label, at.guard))
+                    scope.proxies.append(ProxySite(node, label, at.guard))
             elif isinstance(node, (ast.Yield, ast.YieldFrom)):
                 scope.yields = True
 
     # ---- analysis ----------------------------------------------------------------------
 
-    def _add(self, node: ast.expr, code: str, message: str, guarded: bool | None = None) -> None:
-        self.findings.append(Finding(node.lineno, node.col_offset + 1, code, message, guarded))
+    def _add(self, node: ast.expr, code: str, message: str) -> None:
+        self.findings.append(Finding(node.lineno, node.col_offset + 1, code, message))
 
-    def _analyze(self, scope: _Scope) -> None:
+    def _add_proxy(self, node: ast.expr, message: str, guarded: bool) -> None:
+        self.findings.append(Finding(node.lineno, node.col_offset + 1, "STC100", message, guarded))
+
+    def _analyze(self, scope: Scope) -> None:
         for site in scope.sets:
-            self._analyze_set(site, scope)
+            analyze_set(site, scope, self._add)
         if self.audit:
             for proxy in scope.proxies:
-                self._analyze_proxy(proxy, scope)
+                analyze_proxy(proxy, scope, self._add_proxy)
 
-    def _analyze_set(self, site: _SetSite, scope: _Scope) -> None:
-        stmt, call = site.stmt, site.call
-        token: str | None = None
-        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
-            target = stmt.targets[0]
-            if isinstance(target, ast.Name):
-                token = target.id
-        if token is None:
-            how = "discarded" if isinstance(stmt, ast.Expr) and stmt.value is call else "stored or returned"
-            self._add(call, "STC001", f"{SET}() token is {how} where no {RESET}() can be seen")
-            return
-        resets = [r for r in scope.resets if r.token == token]
-        for try_node in site.try_bodies:
-            if any(try_node in r.finally_of for r in resets):
-                bound_before = any(line < call.lineno for line in scope.bindings.get(token, ()))
-                if not bound_before:
-                    self._add(
-                        call,
-                        "STC002",
-                        f"{SET}() inside the `try` whose `finally` resets `{token}`: if it raises, "
-                        f"`{token}` is unbound there",
-                    )
-                return
-        following = site.block[site.index + 1] if site.index + 1 < len(site.block) else None
-        if isinstance(following, ast.Try) and any(following in r.finally_of for r in resets):
-            return
-        if scope.is_contextmanager and scope.yields:
-            self._add(
-                call,
-                "STC003",
-                f"@contextmanager sets a trace with {SET}() around `yield` without try/finally: "
-                "an exception in the with-block skips the reset",
-            )
-            return
-        if resets:
-            where = ", ".join(str(r.line) for r in resets)
-            detail = f"its {RESET}({token}) (line {where}) is skipped if anything in between raises"
-        else:
-            detail = f"no {RESET}({token}) in this function"
-        self._add(call, "STC001", f"{SET}() not guaranteed to be reset: {detail}")
 
-    def _analyze_proxy(self, proxy: _ProxySite, scope: _Scope) -> None:
-        line = proxy.call.lineno
-        guard = proxy.guard
-        if guard is None:
-            for site in scope.sets:
-                if site.call.lineno < line:
-                    token = site.stmt.targets[0] if isinstance(site.stmt, ast.Assign) else None
-                    name = token.id if isinstance(token, ast.Name) else None
-                    if not any(r.token == name and r.line < line for r in scope.resets):
-                        guard = f"{SET}() at line {site.call.lineno}"
-        if guard is not None:
-            message = f"proxy-creating call {proxy.label}: guarded by {guard}"
-        else:
-            message = (
-                f"proxy-creating call {proxy.label}: not guarded by a trace context in this function; "
-                "its name comes from whatever trace the caller made active"
-            )
-        self._add(proxy.call, "STC100", message, guarded=guard is not None)
+def _token_argument(call: ast.Call, position: int) -> ast.expr | None:
+    """The token argument of ``reset_tracectx(tok)`` (position 0) or ``callback(reset_tracectx, tok)`` (1)."""
+    if len(call.args) > position:
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == "token"), None)
+
+
+def _bound_token(stmt: ast.stmt, call: ast.Call) -> str | None:
+    """``tok`` for ``tok = set_tracectx(t)`` or ``tok: Token = set_tracectx(t)``, else None."""
+    if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
+        return token_key(stmt.targets[0])
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is call:
+        return token_key(stmt.target)
+    return None
 
 
 def _decorator_name(node: ast.expr) -> str | None:

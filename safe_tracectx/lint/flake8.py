@@ -9,6 +9,7 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
+from safe_tracectx import __version__
 from safe_tracectx.lint.checker import check_tree
 
 __all__ = ["Flake8Plugin"]
@@ -18,7 +19,7 @@ class Flake8Plugin:
     """Yields ``(line, col, "STCxxx message", type)`` for each finding of the default rules."""
 
     name = "safe-tracectx"
-    version = "0.1.0"
+    version = __version__
 
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree

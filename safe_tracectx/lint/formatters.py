@@ -15,7 +15,7 @@ from typing import Any, Final
 from safe_tracectx.lint.rules import RULES
 from safe_tracectx.lint.runner import LintResult
 
-__all__ = ["FORMATTERS", "JSON_SCHEMA_VERSION", "format_json", "format_sarif", "format_text"]
+__all__ = ["FORMATTERS", "JSON_SCHEMA_VERSION", "format_json", "format_sarif", "format_text", "statistics", "with_statistics"]
 
 JSON_SCHEMA_VERSION: Final = 1
 _INFO_URI: Final = "https://pypi.org/project/safe-tracectx/"
@@ -28,7 +28,9 @@ def format_text(result: LintResult) -> str:
     for code in sorted({f.finding.code for f in result.findings}):
         lines.append(f"{code} fix: {RULES[code].fix}")
     if result.findings:
-        lines.append(f"{len(result.findings)} finding(s) in {files} of {result.files_checked} files")
+        informational = len(result.findings) - len(result.failures)
+        note = f" ({informational} informational: guarded proxy-creating calls)" if informational else ""
+        lines.append(f"{len(result.findings)} finding(s) in {files} of {result.files_checked} files{note}")
     else:
         lines.append(f"no findings in {result.files_checked} files")
     return "\n".join(lines)
@@ -51,8 +53,40 @@ def format_json(result: LintResult) -> str:
         if f.guarded is not None:
             entry["guarded"] = f.guarded
         findings.append(entry)
-    document = {"version": JSON_SCHEMA_VERSION, "files_checked": result.files_checked, "findings": findings}
+    document = {
+        "version": JSON_SCHEMA_VERSION,
+        "files_checked": result.files_checked,
+        "findings": findings,
+        "skipped": [{"path": skip.path, "reason": skip.reason} for skip in result.skipped],
+    }
     return json.dumps(document, indent=2)
+
+
+def statistics(result: LintResult) -> dict[str, int]:
+    """How many findings of each code, by code."""
+    counts: dict[str, int] = {}
+    for item in sorted(result.findings, key=lambda f: f.finding.code):
+        counts[item.finding.code] = counts.get(item.finding.code, 0) + 1
+    return counts
+
+
+def with_statistics(report: str, result: LintResult, format: str) -> str:
+    """The report with the count of each code: lines ``   3 STC001 unguarded-set-tracectx`` after the
+    text report, or a ``"statistics"`` object in the JSON one.
+
+        >>> print(with_statistics("report", LintResult([], 0), "text"))
+        report
+        no findings to count
+    """
+    counts = statistics(result)
+    if format == "json":
+        document = json.loads(report)
+        document["statistics"] = counts
+        return json.dumps(document, indent=2)
+    if format != "text":
+        raise ValueError(f"no statistics for --format {format}")
+    lines = [f"{count:>4} {code} {RULES[code].name}" for code, count in counts.items()] or ["no findings to count"]
+    return "\n".join([report, *lines])
 
 
 def format_sarif(result: LintResult) -> str:

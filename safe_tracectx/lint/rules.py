@@ -1,7 +1,7 @@
 """The lint rules: one rule, one code, one message that says what is wrong and how to fix it.
 
 Each rule carries a wrong and a right example; the tests lint both and
-``docs/rules.md`` is generated from them by :func:`render_docs`.
+``docs/rules.md`` is generated from them by :func:`safe_tracectx.lint.docs.render`.
 """
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-__all__ = ["ALL_CODES", "AUDIT_CODES", "DEFAULT_CODES", "RULES", "Rule", "render_docs"]
+__all__ = ["ALL_CODES", "AUDIT_CODES", "DEFAULT_CODES", "RULES", "Rule", "explain"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """A lint rule: its code, short name, what it reports, the fix, and two examples."""
+    """A lint rule: its code, short name, what it reports, why it matters, the fix, and two examples."""
 
     code: str
     name: str
     summary: str
+    why: str
     fix: str
     wrong: str
     right: str
@@ -32,6 +33,11 @@ RULES: Final[dict[str, Rule]] = {
             code="STC001",
             name="unguarded-set-tracectx",
             summary="set_tracectx() whose reset_tracectx() is not guaranteed by `finally`",
+            why=(
+                "Thunder keeps the active trace in a ContextVar; every proxy made while it is active is named "
+                "and recorded by that trace. If anything between the set and the reset raises (or returns early), "
+                "the trace stays active: later proxies land in the wrong trace and names clash far from the cause"
+            ),
             fix=(
                 "use `with tracectx(trace):`, or put `try:` right after `token = set_tracectx(trace)` "
                 "and call `reset_tracectx(token)` in its `finally`"
@@ -59,6 +65,10 @@ def grad_transform(trace):
             code="STC002",
             name="set-tracectx-inside-try",
             summary="set_tracectx() inside the `try` whose `finally` resets its token",
+            why=(
+                "`finally` runs even when set_tracectx() itself raised, and then `token` was never bound: the "
+                "UnboundLocalError raised in `finally` replaces the real error"
+            ),
             fix=(
                 "move `token = set_tracectx(trace)` to the line before `try:`; if set_tracectx raises, "
                 "the token is unbound in `finally` and the NameError hides the real error"
@@ -88,6 +98,10 @@ def insert_inplace(trace, fn):
             code="STC003",
             name="contextmanager-yield-without-finally",
             summary="@contextmanager sets a trace around `yield` without try/finally",
+            why=(
+                "an exception in the caller's with-block is thrown into the generator at `yield`; without "
+                "try/finally the lines after `yield` never run, so the trace stays active after the with-block"
+            ),
             fix=(
                 "wrap the `yield` in `try:` / `finally: reset_tracectx(token)`: an exception in the "
                 "with-block is raised at the `yield` and skips the reset; or yield from "
@@ -119,7 +133,12 @@ def detached_trace():
         Rule(
             code="STC100",
             name="proxy-creation-site",
-            summary="a proxy-creating call, and whether a trace context guards it lexically (audit)",
+            summary="a proxy-creating call, and whether a trace context guards it lexically (--list-proxy-sites)",
+            why=(
+                "a proxy takes its name from the active trace; a call with no trace context in sight is named by "
+                "whatever trace its caller made active, which is how rematerialization and autodiff passes end up "
+                "with clashing names. Listing the sites (--list-proxy-sites) shows which ones depend on the caller"
+            ),
             fix=(
                 "make the owning trace explicit: `with tracectx(trace):` around the call, "
                 "`with scratch_trace(*traces_to_avoid):` to only borrow a namer, or pass the trace to "
@@ -137,7 +156,7 @@ from safe_tracectx import tracectx
 
 def make_output(trace, like):
     with tracectx(trace):
-        return TensorProxy(like=like)   # still listed with --audit, as guarded
+        return TensorProxy(like=like)   # listed with --list-proxy-sites, as guarded
 ''',
             audit_only=True,
         ),
@@ -145,6 +164,7 @@ def make_output(trace, like):
             code="STC901",
             name="syntax-error",
             summary="the file does not parse, so it was not checked",
+            why="a file that does not parse cannot be checked, and Python would reject it too",
             fix="fix the syntax error (the other files are still checked)",
             wrong="def broken(:\n",
             right="def fixed():\n    pass\n",
@@ -153,9 +173,28 @@ def make_output(trace, like):
             code="STC902",
             name="undecodable-file",
             summary="the file is not valid in its declared encoding (UTF-8 by default), so it was not checked",
+            why="a file that cannot be decoded cannot be checked, and Python would reject it too",
             fix="save the file as UTF-8, or declare its encoding with a `# -*- coding: ... -*-` line",
             wrong="# the bytes b'\\xff\\xfe' in a file with no coding declaration\n",
             right="# -*- coding: latin-1 -*-\n",
+        ),
+        Rule(
+            code="STC903",
+            name="unchecked-file",
+            summary=(
+                "the file could not be checked: nested too deeply for Python's parser, unreadable, "
+                "or an internal error of the checker"
+            ),
+            why=(
+                "one bad file must not stop the check of the others, and must not pass silently either; "
+                "Python itself cannot compile an expression nested this deeply (RecursionError or MemoryError)"
+            ),
+            fix=(
+                "split the deeply nested expression (e.g. build a long sum with `sum(...)` or `\"\".join(...)`); "
+                "make the file readable; an internal error is a bug: report it with the file"
+            ),
+            wrong="s = 'a' + 'a' + 'a' + ...   # 5,000 terms: Python's parser gives up (RecursionError)\n",
+            right="s = ''.join(['a'] * 5000)\n",
         ),
     )
 }
@@ -165,29 +204,16 @@ AUDIT_CODES: Final = frozenset(code for code, rule in RULES.items() if rule.audi
 DEFAULT_CODES: Final = ALL_CODES - AUDIT_CODES
 
 
-def render_docs() -> str:
-    """``docs/rules.md``: each rule with its wrong and right example."""
-    out = [
-        "# safe-tracectx lint rules",
-        "",
-        "Generated from `safe_tracectx/lint/rules.py` (`render_docs()`); the tests check both examples of each rule.",
-        "Suppress one finding with `# noqa: STC001` on its line (a bare `# noqa` suppresses all).",
-        "`STC100` runs only with `safe-tracectx lint --audit`.",
-        "",
-    ]
-    for rule in RULES.values():
-        out += [
-            f"## {rule.code} `{rule.name}`",
-            "",
-            f"{rule.summary[0].upper()}{rule.summary[1:]}.",
-            "",
-            f"**Fix:** {rule.fix}.",
-            "",
-        ]
-        for title, example in (("Wrong", rule.wrong), ("Right", rule.right)):
-            out += [f"{title}:", "", "```python", example.rstrip("\n"), "```", ""]
-    return "\n".join(out)
+def explain(code: str) -> str:
+    """What ``safe-tracectx lint --explain CODE`` prints: what, why, wrong and right example, fix.
 
+        >>> print(explain("STC901").splitlines()[0])
+        STC901 syntax-error
+    """
+    rule = RULES[code]
+    text = [f"{rule.code} {rule.name}", "", f"What: {rule.summary}.", "", f"Why: {rule.why}.", ""]
+    for title, example in (("Wrong", rule.wrong), ("Right", rule.right)):
+        text += [f"{title}:", "", *(f"    {line}".rstrip() for line in example.rstrip("\n").splitlines()), ""]
+    text += [f"Fix: {rule.fix}.", "", f"Suppress one finding with `# noqa: {rule.code}` on its line."]
+    return "\n".join(text)
 
-if __name__ == "__main__":
-    print(render_docs(), end="")

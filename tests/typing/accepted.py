@@ -15,10 +15,10 @@ with tracectx(trace) as active:
 with tracectx(None) as nothing:
     reveal_type(nothing)  # N: Revealed type is "None"
 with scratch_trace(trace, names=["t0"]) as scratch:
-    reveal_type(scratch)  # N: Revealed type is "safe_tracectx.context.ScratchTrace"
+    reveal_type(scratch)  # N: Revealed type is "safe_tracectx.context.scratch.ScratchTrace"
     reveal_type(scratch.created_names)  # N: Revealed type is "tuple[str, ...]"
 with traceless() as naming:
-    reveal_type(naming)  # N: Revealed type is "safe_tracectx.context.TracelessTrace"
+    reveal_type(naming)  # N: Revealed type is "safe_tracectx.context.traceless_proxies.TracelessTrace"
 policy = Policy(missing_trace="traceless", unbalanced="warn")
 swap = rename_outputs([], trace=trace)
 reveal_type(swap)  # N: Revealed type is "dict[thunder.core.proxies.Variable, thunder.core.proxies.Proxy]"

@@ -1,41 +1,54 @@
 """The audit log: what happened to trace contexts and proxies while Thunder ran.
 
-    >>> import torch, thunder
-    >>> from safe_tracectx.audit import audit
-    >>> with audit() as log:
-    ...     _ = thunder.jit(lambda x: x.cos() + 1)(torch.ones(2))
-    >>> log.counts["proxy_created"] > 0, log.violations
-    (True, [])
+An ``AuditLog`` receives the event stream while it runs (a context manager,
+like coverage's ``Coverage.collect()``); ``safe_tracectx.audit()`` installs the
+hooks for a block and yields one::
 
-``to_json()`` writes schema ``safe-tracectx/audit`` version 1 (docs/audit-schema.md).
+    >>> from safe_tracectx import events
+    >>> from safe_tracectx.auditlog import AuditLog
+    >>> with AuditLog() as log:
+    ...     events.emit("trace_set", trace=None, block=1)
+    >>> log.counts["trace_set"], len(log.leaked_sets)
+    (1, 1)
+
+``to_json()`` writes schema ``safe-tracectx/audit`` version 2 (docs/audit-schema.md).
 """
 
 from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+import os
+from types import TracebackType
 from typing import Any, Final
 
 from safe_tracectx import events
-from safe_tracectx.callsite import CallSite
+from safe_tracectx.callsite import CallSite, display_path
 from safe_tracectx.events import Event
-from safe_tracectx.hooks.passes import phase_label
+from safe_tracectx.pass_catalog import phase_label
 
-__all__ = ["JSON_SCHEMA", "JSON_VERSION", "AuditLog", "audit"]
+__all__ = ["JSON_SCHEMA", "JSON_VERSION", "AuditLog"]
 
 JSON_SCHEMA: Final = "safe-tracectx/audit"
-JSON_VERSION: Final = 1
+JSON_VERSION: Final = 2
 OTHER: Final = "(outside remat passes)"
 
 
 def _site_text(site: CallSite | None) -> str:
-    return "(unknown)" if site is None else f"{site.short()} in {site.function}"
+    return "(unknown)" if site is None else f"{site.location()} in {site.function}"
+
+
+def _relative(text: str) -> str:
+    """A message with paths under the current folder made relative to it (as every report shows paths)."""
+    try:
+        here = os.getcwd() + os.sep
+    except OSError:
+        return text
+    return text.replace(here, "")
 
 
 def _site_json(site: CallSite | None) -> dict[str, Any] | None:
-    return None if site is None else {"file": site.filename, "line": site.lineno, "function": site.function}
+    return None if site is None else {"file": display_path(site.filename), "line": site.lineno, "function": site.function}
 
 
 class AuditLog:
@@ -55,10 +68,25 @@ class AuditLog:
         self.proxies_by_pass: collections.Counter[str] = collections.Counter()
         self.passes: dict[str, dict[str, Any]] = {}
         self.violations: list[Event] = []
+        self.traceless_by_site: collections.Counter[CallSite | None] = collections.Counter()
         self._open_sets: dict[int, Event] = {}
         self._active = False
 
     # ---- recording -------------------------------------------------------------------
+
+    def __enter__(self) -> AuditLog:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """True while the log receives events."""
+        return self._active
 
     def start(self) -> None:
         """Begin receiving events (from every thread)."""
@@ -71,6 +99,10 @@ class AuditLog:
         if self._active:
             events.sinks.remove(self.record)
             self._active = False
+
+    def stopped(self) -> _Paused:
+        """A block during which this log receives nothing (a clean-up that is not part of the report)."""
+        return _Paused(self)
 
     def record(self, event: Event) -> None:
         """Count ``event`` and keep it unless ``max_events`` is reached."""
@@ -87,6 +119,9 @@ class AuditLog:
             self._open_sets.pop(event.detail["block"], None)
         elif kind == "violation":
             self.violations.append(event)
+        elif kind == "proxy_traceless":
+            site = event.site
+            self.traceless_by_site[site] += 1
         elif kind == "pass_run":
             stats = self.passes.setdefault(
                 event.pass_name or "?",
@@ -121,62 +156,18 @@ class AuditLog:
         return [(site, pass_name, n) for (site, pass_name), n in self.proxies_by_site.most_common()]
 
     def report(self, *, top: int = 15) -> str:
-        """A text report that fits a terminal and is stable enough to diff."""
-        out = ["safe-tracectx audit report", "=========================="]
-        kinds = ", ".join(f"{kind} {self.counts[kind]}" for kind in sorted(self.counts)) or "none"
-        out.append(f"events: {sum(self.counts.values())} ({kinds}); kept {len(self.events)}, dropped {self.dropped}")
+        """A text report that fits a terminal and is stable enough to diff (``report.render_text``)."""
+        from safe_tracectx.report import render_text
 
-        out += ["", "Remat passes (each output trace validated with check_trace)"]
-        if not self.passes:
-            out.append("  (no audited pass ran)")
-        for name in sorted(self.passes):
-            stats = self.passes[name]
-            out.append(
-                f"  {name:<28} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
-                f"{stats['seconds']:6.2f}s  proxies {self.proxies_by_pass.get(name, 0):>5}  "
-                f"violations {len(stats['violations']):>3}"
-            )
+        return render_text(self.to_dict(events=False), top=top)
 
-        out += ["", "Proxy creations by pass"]
-        for name, count in sorted(self.proxies_by_pass.items(), key=lambda item: (-item[1], item[0])):
-            out.append(f"  {count:>7}  {name}")
-
-        sites = self.by_call_site()
-        out += ["", f"Top {min(top, len(sites))} of {len(sites)} proxy-creating call sites"]
-        for site, pass_name, count in sites[:top]:
-            out.append(f"  {count:>7}  {pass_name:<28}  {_site_text(site)}")
-        out += ["", "Top 3 proxy-creating call sites of each remat pass"]
-        for name in sorted(self.proxies_by_pass):
-            if name == OTHER:
-                continue
-            for site, _, count in [s for s in sites if s[1] == name][:3]:
-                out.append(f"  {count:>7}  {name:<28}  {_site_text(site)}")
-
-        leaked = self.leaked_sets
-        out += [
-            "",
-            "Trace set/reset balance",
-            f"  sets {self.counts['trace_set']}, resets {self.counts['trace_reset']}, never reset {len(leaked)}",
-        ]
-        for event in leaked:
-            out.append(f"  never reset: set_tracectx({event.trace}) at {_site_text(event.site)}")
-
-        out += ["", f"Violations ({len(self.violations)})"]
-        for event in self.violations:
-            detail = event.detail
-            out.append(f"  [{detail['code']}, {detail['action']}] {detail['message']}")
-            out.append(f"      at {_site_text(event.site)}")
-            out.append(f"      fix: {detail['fix']}")
-        if not self.violations:
-            out.append("  (none)")
-        return "\n".join(out)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document (schema ``safe-tracectx/audit``, version 1) as a dict."""
+    def to_dict(self, *, events: bool = True) -> dict[str, Any]:
+        """The JSON document (schema ``safe-tracectx/audit``, version 2) as a dict."""
         return {
             "schema": JSON_SCHEMA,
             "version": JSON_VERSION,
             "counts": dict(sorted(self.counts.items())),
+            "kept": len(self.events),
             "dropped": self.dropped,
             "passes": {
                 name: {**stats, "proxies": self.proxies_by_pass.get(name, 0)} for name, stats in sorted(self.passes.items())
@@ -186,12 +177,15 @@ class AuditLog:
                 {"site": _site_json(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()
             ],
             "leaked_sets": [{"trace": e.trace, "site": _site_json(e.site), "thread": e.thread} for e in self.leaked_sets],
+            "traceless": [
+                {"site": _site_json(site), "count": count} for site, count in self.traceless_by_site.most_common()
+            ],
             "violations": [
                 {
                     "error": e.detail["code"],
-                    "event": e.detail["event"],
+                    "check": e.detail["check"],
                     "action": e.detail["action"],
-                    "message": e.detail["message"],
+                    "message": _relative(e.detail["message"]),
                     "fix": e.detail["fix"],
                     "site": _site_json(e.site),
                     "pass": e.pass_name,
@@ -209,7 +203,7 @@ class AuditLog:
                     "pass": e.pass_name,
                     "detail": {k: (str(v) if isinstance(v, CallSite) else v) for k, v in e.detail.items()},
                 }
-                for e in self.events
+                for e in (self.events if events else [])
             ],
         }
 
@@ -218,22 +212,19 @@ class AuditLog:
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
 
-@contextmanager
-def audit(*, max_events: int | None = None) -> Iterator[AuditLog]:
-    """Record everything Thunder does with trace contexts in the block.
+class _Paused:
+    """``with log.stopped():`` the log misses what happens in the block, then listens again."""
 
-    Installs the hooks for the block if they are not installed (keeping the policy in force).
-    """
-    from safe_tracectx.hooks import install, is_installed, uninstall
+    __slots__ = ("_log", "_was_running")
 
-    owns = not is_installed()
-    if owns:
-        install()
-    log = AuditLog(max_events=max_events)
-    log.start()
-    try:
-        yield log
-    finally:
-        log.stop()
-        if owns:
-            uninstall()
+    def __init__(self, log: AuditLog) -> None:
+        self._log = log
+        self._was_running = False
+
+    def __enter__(self) -> None:
+        self._was_running = self._log.running
+        self._log.stop()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._was_running:
+            self._log.start()

@@ -1,0 +1,148 @@
+"""``safe-tracectx combine`` and ``report``: merge data files (ranks, runs) and report them, like coverage's.
+
+    $ torchrun --nproc_per_node 2 -m safe_tracectx run train.py   # .safe-tracectx.rank0.json, ...rank1.json
+    $ safe-tracectx combine                                         # -> .safe-tracectx.json, divergences listed
+    $ safe-tracectx report .safe-tracectx.json --html htmlreport    # per-rank columns; the HTML report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from safe_tracectx.cli.options import check_writable, usage_error
+from safe_tracectx.exitcodes import ExitStatus
+
+__all__ = ["COMBINED_DEFAULT", "add_combine_arguments", "add_report_arguments", "combine_command", "report_command"]
+
+#: Where ``combine`` writes when not told (``report`` reads it by default).
+COMBINED_DEFAULT = ".safe-tracectx.json"
+
+
+def add_combine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``combine [PATH ...] [-o FILE] [--fail-on-divergence]``."""
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH",
+        help="data files, or folders holding .safe-tracectx.rank*.json (default: the current folder)",
+    )
+    parser.add_argument("-o", "--output", default=COMBINED_DEFAULT, metavar="FILE", help=f"default: {COMBINED_DEFAULT}")
+    parser.add_argument("--fail-on-divergence", action="store_true", help="exit 1 if the ranks diverge")
+    parser.add_argument(
+        "--all-events", action="store_true",
+        help="keep every member's raw events (default: the first member's only; counts, passes, "
+        "fingerprints, call sites and violations of every member are always kept)",
+    )
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """``report [DATA.json] [--json] [--top N] [--html DIR]``."""
+    parser.add_argument("data_file", nargs="?", default=COMBINED_DEFAULT, metavar="DATA.json",
+                        help=f"a data file, run --json's output, or combine's (default: {COMBINED_DEFAULT})")
+    parser.add_argument("--json", action="store_true", help="print the JSON document instead of the text report")
+    parser.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (0: none)")
+    parser.add_argument("--html", metavar="DIR", help="write the HTML report into DIR (index.html)")
+
+
+def _data_files(paths: list[str]) -> list[Path]:
+    from safe_tracectx.ranks import DATA_FILE_PATTERN
+
+    found: list[Path] = []
+    for path in [Path(p) for p in paths] or [Path(".")]:
+        found += sorted(path.glob(DATA_FILE_PATTERN)) if path.is_dir() else [path]
+    return found
+
+
+def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Merge the data files into one combined document; print what diverged."""
+    from safe_tracectx.cli.outputs import write_document
+    from safe_tracectx.combine import DataFileError, combine, load_members, paused_gc
+
+    files = _data_files(args.paths)
+    if not files:
+        return usage_error(parser, "no data files (.safe-tracectx.rank*.json) found; run under torchrun first")
+    if (problem := check_writable(args.output)) is not None:
+        return usage_error(parser, f"--output: {problem}")
+    started = time.perf_counter()
+    with paused_gc(freeze=True):  # only acyclic JSON data is made: the collector would rescan it all, again and again
+        try:
+            combined = combine(load_members(files, all_events=args.all_events), all_events=args.all_events)
+        except DataFileError as error:
+            return usage_error(parser, str(error))
+        write_document(combined, args.output, compact=True)
+    divergences = combined["divergences"]
+    names = ", ".join(m["name"] for m in combined["members"])
+    print(f"combined {len(files)} data files ({names}) into {args.output} in {time.perf_counter() - started:.2f}s")
+    world = combined.get("world_size")
+    if world is not None and world != len(combined["members"]):
+        print(f"warning: world size {world}, but {len(combined['members'])} data files", file=sys.stderr)
+    first = [d for d in divergences if not d.get("carried")]
+    carried = len(divergences) - len(first)
+    print(f"rank divergence: {len(divergences)}" + ("" if divergences else " (none)")
+          + (f"; {len(first)} where it starts, {carried} later passes carry it on" if carried else ""))
+    for divergence in first[:20]:
+        print(f"  {divergence['message']}")
+    if args.fail_on_divergence and divergences:
+        return ExitStatus.VIOLATIONS
+    return ExitStatus.OK
+
+
+_REQUIRED: dict[str, type] = {
+    "counts": dict,
+    "dropped": int,
+    "passes": dict,
+    "proxies_by_pass": dict,
+    "call_sites": list,
+    "leaked_sets": list,
+    "violations": list,
+}
+
+
+def _malformed(document: dict[str, Any]) -> str | None:
+    """What is wrong with an audit document's body (None: it can be rendered)."""
+    from safe_tracectx.auditlog import JSON_VERSION
+
+    if document.get("version") != JSON_VERSION:
+        return f"version {document.get('version')!r}, this safe-tracectx reads version {JSON_VERSION}"
+    for key, kind in _REQUIRED.items():
+        if not isinstance(document.get(key), kind):
+            return f"{key!r} is missing or not a {kind.__name__}"
+    if not all(isinstance(value, int) for value in document["counts"].values()):
+        return "'counts' holds something other than integers"
+    return None
+
+
+def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """A data file's report (text, ``--json``, ``--html DIR``); per-rank columns for a combined file."""
+    from safe_tracectx.combine import COMBINED_SCHEMA, DataFileError, load_members
+    from safe_tracectx.rank_report import render_combined
+    from safe_tracectx.report import render_text
+
+    if args.top < 0:
+        return usage_error(parser, "--top must be >= 0")
+    if args.html is not None and Path(args.html).exists() and not Path(args.html).is_dir():
+        return usage_error(parser, f"--html: {args.html} exists and is not a folder")
+    try:
+        document: dict[str, Any] = json.loads(Path(args.data_file).read_text(encoding="utf-8"))
+        load_members([args.data_file])  # checks the schema
+    except (OSError, UnicodeError, ValueError) as error:
+        if isinstance(error, DataFileError):
+            return usage_error(parser, f"{error}; write one with run --json FILE")
+        return usage_error(parser, f"cannot read {args.data_file}: {error}")
+    combined = document.get("schema") == COMBINED_SCHEMA
+    problem = None if combined else _malformed(document)
+    try:
+        text = render_combined(document, top=args.top) if combined else render_text(document, top=args.top)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        problem = problem or f"cannot render it ({type(error).__name__}: {error})"
+    if problem is not None:
+        return usage_error(parser, f"{args.data_file} is a damaged safe-tracectx data file: {problem}")
+    print(json.dumps(document, indent=2) if args.json else text)
+    if args.html is not None:
+        from safe_tracectx.html_report import write_html
+
+        print(f"HTML report written to {write_html(document, args.html)}")
+    return ExitStatus.OK

@@ -1,0 +1,39 @@
+"""``safe-tracectx demo``: the main job on the built-in model (or, with ``--tour``, the guided tour)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+
+from safe_tracectx.cli.options import check_outputs, usage_error
+
+__all__ = ["demo_command"]
+
+
+def demo_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run the demo (or the tour); the exit status."""
+    warnings.filterwarnings("ignore", message="transformer_engine module not found")
+    if args.tour:
+        from safe_tracectx.tour import run_tour
+
+        return run_tour(sys.stdout)
+    if (problem := check_outputs(args)) is not None:
+        return usage_error(parser, problem)
+    from safe_tracectx.cli.run import run_audited
+    from safe_tracectx.demo.main_job import demo_step
+
+    started = time.perf_counter()
+    print("safe-tracectx demo: the main job on its built-in model", flush=True)
+    print("[  0.0s] importing torch and lightning-thunder, installing the hooks ...", flush=True)
+    return run_audited(
+        lambda: demo_step(sys.stdout, started),
+        policy=args.policy,
+        json_path=args.json,
+        top=args.top,
+        fail_on_violation=args.fail_on_violation,
+        owner="safe-tracectx demo",
+        data_file=args.data_file,
+        html_dir=args.html,
+    )

@@ -1,0 +1,77 @@
+"""Options shared by ``run`` and ``demo``, and the one way a subcommand reports a usage error.
+
+    >>> import argparse
+    >>> from safe_tracectx.cli.options import add_audit_options
+    >>> parser = argparse.ArgumentParser(prog="x")
+    >>> add_audit_options(parser)
+    >>> parser.parse_args(["--top", "0"]).top
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from safe_tracectx.exitcodes import ExitStatus
+
+__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_outputs", "check_writable", "usage_error"]
+
+#: The options of ``run`` that take a value (``split_program`` needs to know them).
+AUDIT_OPTIONS_WITH_VALUE = frozenset({"--policy", "--json", "--top", "-m", "--data-file", "--html"})
+
+
+def add_audit_options(parser: argparse.ArgumentParser) -> None:
+    """``--policy``, ``--json``, ``--top``, ``--fail-on-violation``, ``--data-file``, ``--html``."""
+    parser.add_argument("--policy", choices=("strict", "lenient"), default="strict", help="default: strict")
+    parser.add_argument("--json", metavar="FILE", help="also write the audit as JSON (safe-tracectx report FILE reads it)")
+    parser.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (default: 15; 0: none)")
+    parser.add_argument(
+        "--fail-on-violation",
+        action="store_true",
+        help="exit 1 if there were violations, a set never reset among them (else the program's status)",
+    )
+    parser.add_argument(
+        "--data-file",
+        metavar="FILE",
+        help="write the data file there (under torchrun: one per rank, {rank} in FILE is replaced, "
+        "default .safe-tracectx.rank<RANK>.json); safe-tracectx combine merges them",
+    )
+    parser.add_argument("--html", metavar="DIR", help="also write the HTML report into DIR (under torchrun: DIR/rank<RANK>)")
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    """Print the subcommand's usage and ``message``; return the usage-error status."""
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return ExitStatus.USAGE_ERROR
+
+
+def check_writable(path: str) -> str | None:
+    """Why ``path`` cannot be written (None: it can), checked before any work is done."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"cannot write {path}: the folder {folder} does not exist"
+    if os.path.isdir(path):
+        return f"cannot write {path}: it is a folder"
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as error:
+        return f"cannot write {path}: {error.strerror or error}"
+    if not existed:
+        os.remove(path)
+    return None
+
+
+def check_outputs(args: argparse.Namespace) -> str | None:
+    """Why ``--json``, ``--data-file`` or ``--html`` cannot be written (None: they can)."""
+    for option, path in (("--json", args.json), ("--data-file", getattr(args, "data_file", None))):
+        if path is not None and (problem := check_writable(path.replace("{rank}", "0"))) is not None:
+            return f"{option}: {problem}"
+    html = getattr(args, "html", None)
+    if html is not None and os.path.exists(html) and not os.path.isdir(html):
+        return f"--html: {html} exists and is not a folder"
+    return None

@@ -1,0 +1,143 @@
+"""Which Thunder objects the hooks replace, where they are bound, and putting them in place and back.
+
+A hooked function is rebound in every loaded module that bound it by name
+(``from thunder.core.trace import set_tracectx``), and removing the hooks puts
+the original back in every module that holds the replacement, including
+modules imported while the hooks were in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import sys
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any, Final
+
+import thunder.core.proxies as thunder_proxies
+import thunder.core.trace as thunder_trace
+
+from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx
+from safe_tracectx.hooks.naming import make_naming_hook
+from safe_tracectx.hooks.passes import wrap_pass
+from safe_tracectx.pass_catalog import PASSES, PassSpec
+
+__all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
+
+#: Modules that import ``rematerialize`` by name; imported before patching so they are rebound too.
+_IMPORTERS: Final = ("thunder.executors.torch_compile", "thunder.executors.nvfuserex_impl")
+
+
+@dataclasses.dataclass(frozen=True)
+class Patch:
+    """One hooked function: the original, its replacement, and the name modules bind it by."""
+
+    attribute: str
+    original: Any
+    replacement: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SupportReport:
+    """Which rematerialization entry points the installed Thunder has (and so which are audited)."""
+
+    thunder_version: str
+    present: tuple[str, ...]
+    missing: tuple[str, ...]
+    rebound_in: tuple[str, ...]
+
+    def __str__(self) -> str:
+        lines = [f"lightning-thunder {self.thunder_version}"]
+        lines += [f"  audited: {name}" for name in self.present]
+        lines += [f"  not in this version (skipped): {name}" for name in self.missing]
+        lines += [f"  also rebound in: {name}" for name in self.rebound_in]
+        return "\n".join(lines)
+
+
+@functools.cache
+def _importers() -> None:
+    """Import the modules that bind ``rematerialize`` by name (once per process)."""
+    for name in _IMPORTERS:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an executor whose backend is missing (nvFuser on CPU)
+            pass
+
+
+def _find_pass(spec: PassSpec) -> Callable[..., Any] | None:
+    try:
+        module = importlib.import_module(spec.module)
+    except ImportError:
+        return None
+    found: Callable[..., Any] | None = getattr(module, spec.attribute, None)
+    return found
+
+
+def _modules() -> list[ModuleType]:
+    return list(sys.modules.copy().values())  # a copy: finalizers may import meanwhile
+
+
+def _bindings(value: Any, name: str, modules: Iterable[ModuleType]) -> list[ModuleType]:
+    """The modules among ``modules`` that bind ``value`` as ``name``."""
+    found = []
+    for module in modules:
+        namespace = getattr(module, "__dict__", None)
+        if namespace is not None and namespace.get(name) is value:
+            found.append(module)
+    return found
+
+
+def plan() -> list[Patch]:
+    """The patches for the installed Thunder: set/reset, proxy naming, and each pass that exists."""
+    _importers()
+    patches = [
+        Patch("set_tracectx", thunder_trace.set_tracectx, guarded_set_tracectx),
+        Patch("reset_tracectx", thunder_trace.reset_tracectx, guarded_reset_tracectx),
+        Patch("make_proxy_name", thunder_proxies.make_proxy_name, make_naming_hook(thunder_proxies.make_proxy_name)),
+    ]
+    for spec in PASSES:
+        original = _find_pass(spec)
+        if original is not None:
+            patches.append(Patch(spec.attribute, original, wrap_pass(spec, original)))
+    return patches
+
+
+def apply(patches: list[Patch]) -> None:
+    """Bind each replacement wherever its original is bound by name."""
+    modules = _modules()
+    for patch in patches:
+        for module in _bindings(patch.original, patch.attribute, modules):
+            setattr(module, patch.attribute, patch.replacement)
+
+
+def remove(patches: list[Patch]) -> None:
+    """Bind each original back wherever its replacement is bound, in every module loaded now."""
+    modules = _modules()
+    for patch in reversed(patches):
+        for module in _bindings(patch.replacement, patch.attribute, modules):
+            setattr(module, patch.attribute, patch.original)
+
+
+def thunder_support() -> SupportReport:
+    """The remat entry points in the installed Thunder version, and where they are bound by name."""
+    _importers()
+    present, missing, rebound = [], [], []
+    modules = _modules()
+    for spec in PASSES:
+        original = _find_pass(spec)
+        if original is None:
+            missing.append(spec.qualname)
+            continue
+        present.append(spec.qualname)
+        bound = _bindings(original, spec.attribute, modules)
+        if hasattr(original, "__safe_tracectx_pass__"):  # installed: the unwrapped one may be bound too
+            bound += _bindings(getattr(original, "__wrapped__"), spec.attribute, modules)
+        rebound += [
+            f"{m.__name__}.{spec.attribute}"
+            for m in bound
+            if f"{m.__name__}.{spec.attribute}" != spec.qualname and m.__name__.startswith("thunder")
+        ]
+    version = getattr(sys.modules.get("thunder"), "__version__", "unknown")
+    return SupportReport(str(version), tuple(present), tuple(missing), tuple(sorted(set(rebound))))

@@ -1,0 +1,138 @@
+"""The overview page (ranks, passes with time and proxies, violations, divergence) and the call-site page."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from safe_tracectx.html_report.model import Report
+from safe_tracectx.html_report.page import esc, page, site_label, table
+from safe_tracectx.report import site_text
+
+__all__ = ["NAV", "render_index", "render_sites"]
+
+NAV = [("index.html", "Overview"), ("sites.html", "Call sites")]
+
+
+def _num(value: Any) -> str:
+    return f'<td class="num">{esc(value)}</td>'
+
+
+def _members_table(report: Report) -> str:
+    rows = []
+    for member in report.members:
+        audit = member["audit"]
+        rank = audit.get("rank") if isinstance(audit.get("rank"), dict) else {}
+        violations = len(audit.get("violations", []))
+        badge = f'<span class="badge {"bad" if violations else "ok"}">{violations}</span>'
+        rows.append(
+            [
+                f"<td>{esc(member['name'])}</td>",
+                f"<td><code>{esc(member['source'])}</code></td>",
+                f"<td>{esc(rank.get('host', ''))}</td>",
+                _num(rank.get("world_size", "")),
+                _num(audit.get("counts", {}).get("proxy_created", 0)),
+                _num(len(audit.get("pass_runs") or audit.get("jit_traces") or [])),
+                _num(len(audit.get("leaked_sets", []))),
+                f"<td>{badge}</td>",
+            ]
+        )
+    headers = ["rank / run", "data file", "host", "world size", "proxies", "pass runs", "never reset", "violations"]
+    return table(headers, rows)
+
+
+def _passes_table(report: Report) -> str:
+    diverged = {(d["pass"], d["occurrence"]) for d in report.divergences}
+    rows, classes = [], []
+    for key in report.keys:
+        label, occurrence = key
+        cells = [f'<td><a href="{esc(report.page_of(key))}">{esc(label)}</a>'
+                 + (f' <span class="muted">#{occurrence + 1}</span>' if occurrence else "") + "</td>"]
+        for run in report.runs[key]:
+            if run is None:
+                cells.append('<td class="muted">did not run</td>')
+                continue
+            text = f"{float(run.get('seconds') or 0):.3f}s, {int(run.get('proxies') or 0)} proxies"
+            if run.get("violations"):
+                text += f", {len(run['violations'])} violations"
+            cells.append(f'<td class="num">{esc(text)}</td>')
+        rows.append(cells)
+        classes.append("diverges" if key in diverged else ("violation" if any(
+            r is not None and r.get("violations") for r in report.runs[key]) else ""))
+    if not rows:
+        return '<p class="muted">No pass runs recorded.</p>'
+    return table(["pass (time, proxies created)"] + [m["name"] for m in report.members], rows, classes=classes)
+
+
+def _violations(report: Report) -> str:
+    parts = []
+    for member in report.members:
+        for violation in member["audit"].get("violations", []):
+            parts.append(
+                f'<div class="msg"><b>{esc(member["name"])}</b> [{esc(violation.get("error"))}, '
+                f'{esc(violation.get("action"))}] {esc(violation.get("message"))}<br>'
+                f'<span class="muted">at {esc(site_text(violation.get("site")))}; fix: {esc(violation.get("fix"))}</span></div>'
+            )
+    return "".join(parts) or '<p><span class="badge ok">none</span></p>'
+
+
+def _divergences(report: Report) -> str:
+    if len(report.members) < 2:
+        return '<p class="muted">One data file: nothing to compare (combine the ranks\' data files).</p>'
+    if not report.divergences:
+        return '<p><span class="badge ok">none</span> every rank built the same traces.</p>'
+    parts, carried = [], []
+    for divergence in report.divergences:
+        key = (divergence["pass"], divergence["occurrence"])
+        anchor = "#divergence" if divergence.get("index") is None else f"#div-{divergence['trace']}-{divergence['index']}"
+        link = f'<a href="{esc(report.page_of(key) + anchor)}">{esc(divergence["pass"])}</a>' if key in report.runs else ""
+        if divergence.get("carried"):
+            carried.append(link or esc(divergence["pass"]))
+        else:
+            parts.append(f'<div class="msg">{link}: {esc(divergence["message"])}<br>'
+                         f'<span class="muted">fix: {esc(divergence["fix"])}</span></div>')
+    if carried:
+        parts.append(f"<p>Carried on by the later passes: {', '.join(carried)}</p>")
+    return "".join(parts)
+
+
+def render_index(report: Report) -> str:
+    """``index.html``."""
+    world = "" if report.world_size is None else f", world size {report.world_size}"
+    body = (
+        f"<h2>Ranks and runs ({len(report.members)} data files{esc(world)})</h2>{_members_table(report)}"
+        f"<h2>Passes</h2>{_passes_table(report)}"
+        f'<h2 id="divergence">Rank divergence ({len(report.divergences)})</h2>{_divergences(report)}'
+        f"<h2>Violations</h2>{_violations(report)}"
+    )
+    return page("safe-tracectx report", body, nav=NAV)
+
+
+def _source_line(site: dict[str, Any]) -> str:
+    path, line = str(site.get("file")), site.get("line")
+    try:
+        if isinstance(line, int) and os.path.isfile(path) and os.path.getsize(path) < 2_000_000:
+            with open(path, encoding="utf-8", errors="replace") as source:
+                for number, text in enumerate(source, start=1):
+                    if number == line:
+                        return text.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def render_sites(report: Report) -> str:
+    """``sites.html``: every proxy-creating call site a pass page links to, with its source line when readable."""
+    rows = []
+    for index, site in enumerate(report.sites):
+        path = os.path.abspath(str(site.get("file")))
+        rows.append(
+            [
+                f'<td id="site-{index}" class="num">{index}</td>',
+                f'<td><a href="{esc("file://" + path)}"><code>{esc(site_label(site))}</code></a></td>',
+                f"<td><code>{esc(_source_line(site))}</code></td>",
+            ]
+        )
+    body = "<h2>Proxy-creating call sites</h2>" + (table(["#", "site", "source"], rows) if rows else
+                                                    '<p class="muted">No proxy creation events were kept.</p>')
+    return page("safe-tracectx report: call sites", body, nav=NAV)

@@ -1,0 +1,74 @@
+"""Which rank of a ``torch.distributed`` launch this process is, and where its data file goes.
+
+``torchrun`` (``python -m torch.distributed.run``) sets ``RANK``, ``WORLD_SIZE``
+and ``LOCAL_RANK`` in each process it starts; ``safe-tracectx run`` then writes
+one data file per rank, like coverage's parallel mode::
+
+    >>> from safe_tracectx.ranks import rank_info, default_data_file
+    >>> info = rank_info({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
+    >>> info.rank, info.world_size, info.local_rank
+    (3, 8, 1)
+    >>> default_data_file(info)
+    '.safe-tracectx.rank3.json'
+    >>> rank_info({}) is None
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["DATA_FILE_PATTERN", "RankInfo", "default_data_file", "rank_info", "rank_summary"]
+
+#: The data files ``run`` writes under a distributed launch (``combine`` reads these by default).
+DATA_FILE_PATTERN: Final = ".safe-tracectx.rank*.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RankInfo:
+    """This process's place in a ``torch.distributed`` launch."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    host: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``"rank"`` object of a data file."""
+        return dataclasses.asdict(self)
+
+
+def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo | None:
+    """The launch's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` (None when not launched by torchrun or alike)."""
+    env = os.environ if environ is None else environ
+    if "RANK" not in env or "WORLD_SIZE" not in env:
+        return None
+    try:
+        rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
+        local_rank = int(env.get("LOCAL_RANK", rank))
+    except ValueError:
+        return None
+    return RankInfo(rank, world_size, local_rank, socket.gethostname())
+
+
+def default_data_file(info: RankInfo) -> str:
+    """``.safe-tracectx.rank<RANK>.json`` in the current folder."""
+    return f".safe-tracectx.rank{info.rank}.json"
+
+
+def rank_summary(document: Mapping[str, Any], info: RankInfo | None, data_file: str | None) -> str:
+    """One short paragraph per rank, instead of the full report every rank would print."""
+    who = "" if info is None else f"rank {info.rank}/{info.world_size} (local {info.local_rank}, {info.host}): "
+    counts: Mapping[str, int] = document.get("counts", {})
+    runs = document.get("pass_runs") or document.get("jit_traces") or []
+    lines = [
+        f"[safe-tracectx] {who}{counts.get('proxy_created', 0)} proxies, {len(runs)} pass runs, "
+        f"{len(document.get('violations', []))} violations, {len(document.get('leaked_sets', []))} sets never reset"
+    ]
+    if data_file is not None:
+        lines.append(f"[safe-tracectx] {who}data written to {data_file} (safe-tracectx combine, then report)")
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""The text report, rendered from an audit document (a live ``AuditLog.to_dict()`` or a saved JSON file).
+
+One renderer serves ``AuditLog.report()``, ``safe-tracectx run``/``demo`` and
+``safe-tracectx report DATA.json``::
+
+    >>> from safe_tracectx.auditlog import AuditLog
+    >>> from safe_tracectx.report import render_text
+    >>> print(render_text(AuditLog().to_dict(), top=0).splitlines()[0])
+    safe-tracectx audit report
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_text", "site_text"]
+
+_OTHER = "(outside remat passes)"
+
+
+def site_text(site: dict[str, Any] | None) -> str:
+    """``path:line in function`` of a JSON site."""
+    return "(unknown)" if not site else f"{site['file']}:{site['line']} in {site['function']}"
+
+
+def render_text(document: dict[str, Any], *, top: int = 15) -> str:
+    """The report of one audit document: passes, proxies, call sites, set/reset balance, violations."""
+    counts: dict[str, int] = document["counts"]
+    out = ["safe-tracectx audit report", "=========================="]
+    kinds = ", ".join(f"{kind} {counts[kind]}" for kind in sorted(counts)) or "none"
+    out.append(
+        f"events: {sum(counts.values())} ({kinds}); kept {document.get('kept', 0)}, dropped {document['dropped']}"
+    )
+
+    passes: dict[str, dict[str, Any]] = document["passes"]
+    out += ["", "Remat passes (each output trace validated with check_trace)"]
+    if not passes:
+        out.append("  (no audited pass ran)")
+    for name, stats in sorted(passes.items()):
+        out.append(
+            f"  {name:<28} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
+            f"{stats['seconds']:6.2f}s  proxies {stats.get('proxies', 0):>5}  violations {len(stats['violations']):>3}"
+        )
+
+    by_pass: dict[str, int] = document["proxies_by_pass"]
+    out += ["", "Proxy creations by pass"]
+    for name, count in sorted(by_pass.items(), key=lambda item: (-item[1], item[0])):
+        out.append(f"  {count:>7}  {name}")
+
+    sites: list[dict[str, Any]] = document["call_sites"]
+    if top > 0:
+        out += ["", f"Top {min(top, len(sites))} of {len(sites)} proxy-creating call sites"]
+        for entry in sites[:top]:
+            out.append(f"  {entry['count']:>7}  {entry['pass']:<28}  {site_text(entry['site'])}")
+        out += ["", "Top 3 proxy-creating call sites of each remat pass"]
+        for name in sorted(by_pass):
+            if name == _OTHER:
+                continue
+            for entry in [e for e in sites if e["pass"] == name][:3]:
+                out.append(f"  {entry['count']:>7}  {name:<28}  {site_text(entry['site'])}")
+
+    traceless: list[dict[str, Any]] = document.get("traceless", [])
+    if traceless:
+        total = sum(entry["count"] for entry in traceless)
+        out += ["", f"Proxies made traceless because no trace was active (lenient policy): {total}"]
+        for entry in traceless[: max(top, 3)]:
+            out.append(f"  {entry['count']:>7}  {site_text(entry['site'])}")
+
+    leaked: list[dict[str, Any]] = document["leaked_sets"]
+    out += [
+        "",
+        "Trace set/reset balance",
+        f"  sets {counts.get('trace_set', 0)}, resets {counts.get('trace_reset', 0)}, never reset {len(leaked)}",
+    ]
+    for entry in leaked:
+        out.append(f"  never reset: set_tracectx({entry['trace']}) at {site_text(entry['site'])} [{entry['thread']}]")
+
+    violations: list[dict[str, Any]] = document["violations"]
+    out += ["", f"Violations ({len(violations)})"]
+    for violation in violations:
+        out.append(f"  [{violation['error']}, {violation['action']}] {violation['message']}")
+        out.append(f"      at {site_text(violation['site'])}")
+        out.append(f"      fix: {violation['fix']}")
+    if not violations:
+        out.append("  (none)")
+    return "\n".join(out)

@@ -1,0 +1,3 @@
+"""The case files here are data for tests/test_lint_cases.py, not modules to import or collect."""
+
+collect_ignore_glob = ["*.py"]

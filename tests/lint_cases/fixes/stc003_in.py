@@ -1,0 +1,21 @@
+# mypy: ignore-errors
+from contextlib import contextmanager
+
+from thunder.core.trace import TraceCtx, reset_tracectx, set_tracectx
+
+
+@contextmanager
+def detached_trace():
+    outer = get_tracectx()
+    trace = TraceCtx(None)
+    trace_token = set_tracectx(trace)
+    yield trace
+    reset_tracectx(trace_token)
+
+
+@contextmanager
+def with_value():
+    tok = set_tracectx(TraceCtx(None))
+    value = yield
+    record(value)
+    reset_tracectx(tok)

@@ -1,0 +1,132 @@
+"""safe-tracectx run and report behave like `coverage run` and `python -m`: arguments, paths, statuses, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from safe_tracectx.cli import main
+from safe_tracectx.exitcodes import ExitStatus
+
+PROGRAM = """
+import sys, warnings
+warnings.simplefilter("ignore")
+from thunder.core.trace import TraceCtx, set_tracectx
+print("argv", sys.argv[1:])
+mode = sys.argv[1] if len(sys.argv) > 1 else ""
+if mode == "leak":
+    set_tracectx(TraceCtx())  # never reset
+if mode == "interrupt":
+    raise KeyboardInterrupt
+if mode == "traceless":
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.devices import cpu
+    from thunder.core.dtypes import float32
+    TensorProxy(shape=(1,), device=cpu, dtype=float32)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(PROGRAM)
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_run_m_finds_the_module_in_the_current_folder_and_passes_its_arguments(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--top", "0", "-m", "pkg.train", "--lr", "0.1", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "argv ['--lr', '0.1', '--top', '3']" in out  # everything after the module is the program's
+    assert "proxy-creating call sites" not in out  # --top 0: no call-site table
+
+
+def test_script_arguments_that_look_like_run_options_belong_to_the_script(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "prog.py", "--json", "x", "--fail-on-violation"]) == 0
+    assert "argv ['--json', 'x', '--fail-on-violation']" in capsys.readouterr().out
+    assert not (project / "x").exists()
+
+
+def test_an_unwritable_json_path_is_a_usage_error_before_the_program_runs(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--json", "/nonexistent/x.json", "prog.py"]) == ExitStatus.USAGE_ERROR
+    captured = capsys.readouterr()
+    assert "argv" not in captured.out  # the program never ran
+    assert "--json: cannot write /nonexistent/x.json: the folder /nonexistent does not exist" in captured.err
+    assert "usage: safe-tracectx run" in captured.err
+
+
+def test_fail_on_violation_counts_a_set_never_reset(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--fail-on-violation", "prog.py", "leak"]) == ExitStatus.VIOLATIONS
+    out = capsys.readouterr().out
+    assert "Violations (1)" in out and "never reset" in out
+    assert "prog.py:8" in out  # the set's line, relative to the current folder
+
+
+def test_ctrl_c_exits_130(project: Path) -> None:
+    assert main(["run", "prog.py", "interrupt"]) == 130
+
+
+def test_lenient_traceless_proxies_are_counted(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--policy", "lenient", "prog.py", "traceless"]) == 0
+    out = capsys.readouterr().out
+    assert "Proxies made traceless because no trace was active (lenient policy): 1" in out
+    assert "prog.py:" in out
+
+
+def test_report_paths_are_relative_inside_the_current_folder_and_labels_are_stable(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--json", "audit.json", "prog.py", "leak"]) == 0
+    document = json.loads((project / "audit.json").read_text())
+    (leak,) = document["leaked_sets"]
+    assert leak["site"]["file"] == "prog.py" and leak["site"]["line"] == 8
+    assert "bound symbols" not in leak["trace"]  # no counts that change with every event
+    assert not os.path.isabs(leak["site"]["file"])
+
+
+def test_report_renders_a_saved_run_and_refuses_what_is_not_one(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--json", "audit.json", "prog.py", "leak"]) == 0
+    live = capsys.readouterr().out
+    assert main(["report", "audit.json"]) == 0
+    again = capsys.readouterr().out
+    assert again.strip() in live  # the same report, from the file
+    assert main(["report", "--json", "audit.json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "safe-tracectx/audit"
+    (project / "other.json").write_text('{"schema": "something/else"}')
+    assert main(["report", "other.json"]) == ExitStatus.USAGE_ERROR
+    assert "is not a safe-tracectx audit" in capsys.readouterr().err
+    (project / "broken.json").write_text("{not json")
+    assert main(["report", "broken.json"]) == ExitStatus.USAGE_ERROR
+    assert "cannot read broken.json" in capsys.readouterr().err
+
+
+def test_usage_errors_print_the_subcommands_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report"]) == ExitStatus.USAGE_ERROR
+    assert "usage: safe-tracectx report" in capsys.readouterr().err
+    assert main(["lint", "--select", ","]) == ExitStatus.USAGE_ERROR
+    assert "usage: safe-tracectx lint" in capsys.readouterr().err
+    assert main(["nonsense"]) == ExitStatus.USAGE_ERROR
+
+
+def test_python_dash_m_runs_the_same_command(project: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "safe_tracectx", "run", "-m", "pkg.train", "hello"],
+        capture_output=True, text=True, timeout=300, cwd=project,
+    )
+    assert run.returncode == 0 and "argv ['hello']" in run.stdout, run.stderr[-2000:]
