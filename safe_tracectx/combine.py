@@ -112,7 +112,16 @@ def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> lis
 
 def _load_one(path: Path, members: list[dict[str, Any]], all_events: bool) -> None:
     document = _read(path)
-    found = document["members"] if document["schema"] == COMBINED_SCHEMA else [member_document(document, str(path))]
+    if document["schema"] == COMBINED_SCHEMA:
+        found = document.get("members")
+        if not isinstance(found, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("audit"), dict) and isinstance(m.get("name"), str)
+            and isinstance(m.get("source"), str)
+            for m in found
+        ):
+            raise DataFileError(f"{path} is a damaged combined file: 'members' must list {{name, source, audit}} entries")
+    else:
+        found = [member_document(document, str(path))]
     for member in found:
         number = _rank_number(member)
         if not all_events and (number > 0 if number is not None else bool(members)):

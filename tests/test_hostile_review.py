@@ -260,3 +260,38 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_running(capsys: py
     with contextlib.suppress(FileNotFoundError):
         assert main(["run", "--json", "/proc/x.json", "x.py"]) == 2
         assert "cannot write /proc/x.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['{"schema":"safe-tracectx/combined"}', '{"schema":"safe-tracectx/combined","members":5}',
+     '{"schema":"safe-tracectx/combined","members":[{"x":1}]}'],
+)
+def test_combine_refuses_a_damaged_combined_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str) -> None:
+    (tmp_path / "a.json").write_text(body)
+    assert main(["combine", str(tmp_path / "a.json"), "--output", str(tmp_path / "out.json")]) == 2
+    assert "is a damaged combined file" in capsys.readouterr().err
+
+
+def test_an_html_folder_that_cannot_be_made_is_a_usage_error_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    assert main(["run", "--html", str(tmp_path / "prog.py" / "sub"), str(tmp_path / "prog.py")]) == 2
+    captured = capsys.readouterr()
+    assert "--html: cannot make the folder" in captured.err and "ran" not in captured.out
+
+
+def test_combine_finds_data_files_named_with_data_file_in_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "prog.py").write_text("pass\n")
+    monkeypatch.chdir(tmp_path)
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        assert main(["run", "--data-file", "job42.rank{rank}.json", "prog.py"]) == 0
+    monkeypatch.delenv("RANK")
+    assert main(["combine", ".", "--output", "all.json"]) == 0
+    assert "2" in capsys.readouterr().out and (tmp_path / "all.json").exists()

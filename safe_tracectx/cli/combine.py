@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from safe_tracectx.cli.options import check_writable, usage_error
+from safe_tracectx.cli.options import check_folder, check_writable, usage_error
 from safe_tracectx.exitcodes import ExitStatus
 
 __all__ = ["COMBINED_DEFAULT", "add_combine_arguments", "add_report_arguments", "combine_command", "report_command"]
@@ -52,7 +52,10 @@ def _data_files(paths: list[str]) -> list[Path]:
 
     found: list[Path] = []
     for path in [Path(p) for p in paths] or [Path(".")]:
-        found += sorted(path.glob(DATA_FILE_PATTERN)) if path.is_dir() else [path]
+        if path.is_dir():  # the default names, and names chosen with --data-file DIR/job.rank{rank}.json
+            found += sorted(set(path.glob(DATA_FILE_PATTERN)) | set(path.glob("*.rank[0-9]*.json")))
+        else:
+            found.append(path)
     return found
 
 
@@ -123,8 +126,8 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 
     if args.top < 0:
         return usage_error(parser, "--top must be >= 0")
-    if args.html is not None and Path(args.html).exists() and not Path(args.html).is_dir():
-        return usage_error(parser, f"--html: {args.html} exists and is not a folder")
+    if args.html is not None and (problem := check_folder(args.html)) is not None:
+        return usage_error(parser, f"--html: {problem}")
     try:
         document: dict[str, Any] = json.loads(Path(args.data_file).read_text(encoding="utf-8"))
         load_members([args.data_file])  # checks the schema

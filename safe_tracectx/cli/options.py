@@ -16,7 +16,7 @@ import sys
 
 from safe_tracectx.exitcodes import ExitStatus
 
-__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_outputs", "check_writable", "usage_error"]
+__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_folder", "check_outputs", "check_writable", "usage_error"]
 
 #: The options of ``run`` that take a value (``split_program`` needs to know them).
 AUDIT_OPTIONS_WITH_VALUE = frozenset(
@@ -74,6 +74,19 @@ def check_outputs(args: argparse.Namespace) -> str | None:
         if path is not None and (problem := check_writable(path.replace("{rank}", "0"))) is not None:
             return f"{option}: {problem}"
     html = getattr(args, "html", None)
-    if html is not None and os.path.exists(html) and not os.path.isdir(html):
-        return f"--html: {html} exists and is not a folder"
+    if html is not None and (problem := check_folder(html)) is not None:
+        return f"--html: {problem}"
+    return None
+
+
+def check_folder(path: str) -> str | None:
+    """Why a report folder cannot be made or written (None: it can; it is made now, before any work)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"{path} exists and is not a folder"
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        return f"cannot make the folder {path}: {error.strerror or error}"
+    if not os.access(path, os.W_OK):
+        return f"cannot write into {path}: permission denied"
     return None
