@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import random
+import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -71,24 +72,44 @@ class SweepResult:
         return {**dataclasses.asdict(self), "findings": [f.to_dict() for f in self.findings]}
 
 
-def _in_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+#: A run that takes longer than this is ended (a program that hangs at an injection point).
+RUN_TIMEOUT_SECONDS = 600
+
+
+def _die_with_parent() -> None:
+    """Linux: the child is killed if the sweep is (SIGTERM from a CI runner, SIGKILL), never left behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _in_child(work: Callable[[], dict[str, Any]], timeout: int = RUN_TIMEOUT_SECONDS) -> dict[str, Any]:
     """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
+        me = os.getpid()
+        _die_with_parent()
+        signal.alarm(timeout)
         os.close(read_end)
         try:
             payload = json.dumps(work(), default=str).encode()
         except BaseException as error:  # noqa: BLE001 - anything the run did not handle is its outcome
             payload = json.dumps({"outcome": "sweep error", "problems": [repr(error)], "stack": []}).encode()
-        with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(payload)
+        if os.getpid() == me:  # a process the program forked returns here too: only the run itself reports
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(payload)
         os._exit(0)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
         data = pipe.read()
     _, status = os.waitpid(pid, 0)
     if not data:
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM:
+            return {"outcome": "timed out", "problems": [f"the run took longer than {timeout} s"], "stack": []}
         return {"outcome": "crashed", "problems": [f"the run died (wait status {status})"], "stack": []}
     result: dict[str, Any] = json.loads(data)
     return result
@@ -128,7 +149,10 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
     finally:
         faults.disarm()
     if target is None:
-        return {"points": injector.points}
+        failed = None
+        if top is not None and not (isinstance(top, SystemExit) and top.code in (0, None)):
+            failed = f"{type(top).__name__}: {top}"
+        return {"points": injector.points, "failed": failed}
     fired, problems = injector.fired, []
     active = TRACE_VAR.get(None)
     if active is not None:
@@ -141,7 +165,7 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
         outcome = "not reached"
     elif top is fired:
         outcome = "propagated"
-    elif top is None or (isinstance(top, SystemExit) and top.code in (0, None)):
+    elif top is None or isinstance(top, SystemExit):  # sys.exit(1) in a handler: the program's own status
         outcome = "handled"
     else:
         links = [wrapped for error, wrapped in _chain(top) if error is fired]
@@ -166,6 +190,11 @@ def count_points(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY) -> 
     result = _in_child(lambda: _run_once(body, None, policy))
     if "points" not in result:
         raise RuntimeError(f"the counting run failed: {result.get('problems')}")
+    if result.get("failed"):
+        raise RuntimeError(
+            f"the program fails without any fault ({result['failed']}); make it run cleanly first: "
+            "the sweep compares each faulted run with a clean one"
+        )
     return [(kind, label) for kind, label in result["points"]]
 
 

@@ -295,3 +295,37 @@ def test_combine_finds_data_files_named_with_data_file_in_a_folder(
     monkeypatch.delenv("RANK")
     assert main(["combine", ".", "--output", "all.json"]) == 0
     assert "2" in capsys.readouterr().out and (tmp_path / "all.json").exists()
+
+
+SWEEP_PROGRAM = """
+import os, sys, warnings
+warnings.simplefilter("ignore")
+import torch, thunder
+mode = sys.argv[1]
+if mode == "broken":
+    raise RuntimeError("the program is broken")
+if mode == "fork":
+    pid = os.fork()
+try:
+    thunder.jit(lambda x: x * 2)(torch.ones(2))
+except Exception as error:
+    if mode == "exit1":
+        print("error:", error, file=sys.stderr)
+        sys.exit(1)
+    raise
+if mode == "fork" and pid:
+    os.waitpid(pid, 0)
+elif mode == "fork":
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize(("mode", "status", "said"), [("broken", 2, "fails without any fault"), ("exit1", 0, "handled"), ("fork", 0, "propagated")])
+def test_sweep_on_programs_that_fail_exit_or_fork(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, status: int, said: str
+) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text(SWEEP_PROGRAM)
+    assert main(["sweep", "--kinds", "pass", "--max", "3", str(program), mode]) == status
+    captured = capsys.readouterr()
+    assert said in captured.out + captured.err

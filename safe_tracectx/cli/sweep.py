@@ -126,6 +126,11 @@ def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse
         print(f"safe-tracectx sweep: {error}", file=sys.stderr)
         return ExitStatus.USAGE_ERROR
     print(render(result, name, top=args.top), flush=True)
+    if result.points == 0:
+        print(
+            "safe-tracectx sweep: no injection points: the program never set a trace, made a proxy or ran a pass",
+            file=sys.stderr,
+        )
     if args.json is not None:
         document = {"schema": SWEEP_SCHEMA, "version": 1, "program": name, **result.to_dict()}
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
