@@ -82,6 +82,23 @@ def _raising(how: str) -> BaseException | None:
     return {"normal": None, "raise": KeyError("inside"), "interrupt": KeyboardInterrupt()}[how]
 
 
+def _exiting(manager: Any) -> Callable[[str], None]:
+    """How a context manager is exited, plainly or with an exception in flight, as a with-statement does."""
+
+    def exit_(how: str) -> None:
+        error = _raising(how)
+        if error is None:
+            manager.__exit__(None, None, None)
+            return
+        try:
+            raise error
+        except BaseException as caught:  # noqa: BLE001 - handed to __exit__ like a with-statement does
+            if not manager.__exit__(type(caught), caught, None):
+                raise
+
+    return exit_
+
+
 class TraceContextMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -179,19 +196,7 @@ class TraceContextMachine(RuleBasedStateMachine):
         else:
             manager = tracectx(TraceCtx(), read_only=kind == "read_only")
         trace = manager.__enter__()
-
-        def exit_(how: str) -> None:
-            error = _raising(how)
-            if error is None:
-                manager.__exit__(None, None, None)
-                return
-            try:
-                raise error
-            except BaseException as caught:  # noqa: BLE001 - handed to __exit__ like a with-statement does
-                if manager.__exit__(type(caught), caught, None) is not True:
-                    raise
-
-        self._push(Entry(kind, trace, exit_, inst=0, manager=manager))
+        self._push(Entry(kind, trace, _exiting(manager), inst=0, manager=manager))
 
     @rule()
     def raw_set(self) -> None:
@@ -215,19 +220,7 @@ class TraceContextMachine(RuleBasedStateMachine):
         trace = TraceCtx()
         manager = thunder_tracectx(trace)
         manager.__enter__()
-
-        def exit_(how: str) -> None:
-            error = _raising(how)
-            if error is None:
-                manager.__exit__(None, None, None)
-                return
-            try:
-                raise error
-            except BaseException as caught:  # noqa: BLE001
-                if not manager.__exit__(type(caught), caught, None):
-                    raise
-
-        self._push(Entry("thunder", trace, exit_, inst=len(self.installs)))
+        self._push(Entry("thunder", trace, _exiting(manager), inst=len(self.installs)))
 
     @rule(ours=st.booleans())
     def enter_in_a_generator(self, ours: bool) -> None:
