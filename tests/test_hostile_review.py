@@ -329,3 +329,31 @@ def test_sweep_on_programs_that_fail_exit_or_fork(
     assert main(["sweep", "--kinds", "pass", "--max", "3", str(program), mode]) == status
     captured = capsys.readouterr()
     assert said in captured.out + captured.err
+
+
+def test_installations_started_and_ended_by_many_threads_at_once_put_every_original_back() -> None:
+    """Found by a fresh-clone CI run: two threads starting the first installation together both patched,
+    and the second took the first's hooks for the originals, so they stayed after the last uninstall."""
+    originals = (tt.set_tracectx, tt.reset_tracectx)
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            for _ in range(20):
+                start.wait(10) if not start.broken else None
+                with stc.audit():
+                    token = tt.set_tracectx(TraceCtx())
+                    tt.reset_tracectx(token)
+        except threading.BrokenBarrierError:
+            pass
+        except BaseException as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and not stc.is_installed()
+    assert (tt.set_tracectx, tt.reset_tracectx) == originals

@@ -53,6 +53,8 @@ __all__ = [
 _BARE: Final = "install()"
 _stack: Final[list[Installation]] = []
 _patches: Final[list[patching.Patch]] = []
+#: Starting and ending installations from several threads at once: the first start patches, the last end restores.
+_lock: Final = threading.RLock()
 
 
 class Installation:
@@ -80,17 +82,18 @@ class Installation:
         return f"<installation by {self.owner}{where}>"
 
     def _start(self) -> Installation:
-        if not _stack:
-            patches = patching.plan()
-            patching.apply(patches)
-            _patches.extend(patches)
-        if self.policy is not None:
-            self._replaced = swap_default_policy(self.policy)
-        if self.audit_log is not None:
-            self.audit_log.start()
-        self._since = guard.next_serial()
-        self._active = True
-        _stack.append(self)
+        with _lock:
+            if not _stack:
+                patches = patching.plan()
+                patching.apply(patches)
+                _patches.extend(patches)
+            if self.policy is not None:
+                self._replaced = swap_default_policy(self.policy)
+            if self.audit_log is not None:
+                self.audit_log.start()
+            self._since = guard.next_serial()
+            self._active = True
+            _stack.append(self)
         return self
 
     def _finish(self) -> list[TraceContextError]:
@@ -132,16 +135,17 @@ class Installation:
             raise UnbalancedContextError(
                 f"{self!r} was ended a second time (or never started)", fix=FIXES["install"], site=find_call_site()
             )
-        inner = [i for i in _stack[_stack.index(self) + 1 :] if i.thread == self.thread]
-        judge = self._judging_policy(inner)
         found: list[TraceContextError] = []
-        for installation in [*reversed(inner), self]:
-            errors: list[TraceContextError] = [] if installation is self else [self._ended_inside(installation)]
-            errors += installation._finish()
-            for error in errors:  # while the audits of this and the enclosing installations still listen
-                record(error, action_for(error, judge))
-            installation._teardown()
-            found += errors
+        with _lock:
+            inner = [i for i in _stack[_stack.index(self) + 1 :] if i.thread == self.thread]
+            judge = self._judging_policy(inner)
+            for installation in [*reversed(inner), self]:
+                errors: list[TraceContextError] = [] if installation is self else [self._ended_inside(installation)]
+                errors += installation._finish()
+                for error in errors:  # while the audits of this and the enclosing installations still listen
+                    record(error, action_for(error, judge))
+                installation._teardown()
+                found += errors
         for error in found:
             carry_out(error, action_for(error, judge), in_flight=in_flight)
 
