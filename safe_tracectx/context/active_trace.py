@@ -65,14 +65,15 @@ class tracectx(Block, Generic[_T]):
         0
     """
 
-    __slots__ = ("_read_only", "_snapshot")
+    __slots__ = ("_read_only", "_snapshot")  # _snapshot: set at enter, and only when read_only
 
     def __init__(self, trace: _T, *, read_only: bool = False) -> None:
-        if trace is not None and not isinstance(trace, TraceCtx):  # inline: this runs on every block
+        # Block.__init__, inlined (as in __enter__ and __exit__): these three run for every block.
+        if trace is not None and not isinstance(trace, TraceCtx):
             expect_trace(trace, f"{type(self).__name__}()", allow_none=True)
-        Block.__init__(self, trace)
-        self._read_only = bool(read_only)
-        self._snapshot: Snapshot | None = None
+        self._value = trace
+        self._state = NEW
+        self._read_only = True if read_only else False
 
     def __enter__(self) -> _T:
         if self._state is not NEW:
@@ -81,9 +82,8 @@ class tracectx(Block, Generic[_T]):
                 "with-block (or use it as a decorator, which makes one per call)"
             )
         trace: _T = self._value
-        if self._read_only and trace is not None:
-            self._snapshot = Snapshot(trace)  # before activating: if it raises, nothing changed
-        self._prev_owner = _owner_get()
+        if self._read_only:  # the snapshot before activating: if it raises, nothing changed
+            self._snapshot = Snapshot(trace) if trace is not None else None
         self._value_token = _trace_set(trace)
         self._owner_token = _owner_set(self)
         self._state = OPEN
@@ -101,7 +101,7 @@ class tracectx(Block, Generic[_T]):
             else:
                 _owner_reset(self._owner_token)
                 self._state = ENDED
-                if self._snapshot is not None:
+                if self._read_only:
                     for error in self._on_closed():
                         act(error, in_flight=exc)
                 return
@@ -109,6 +109,8 @@ class tracectx(Block, Generic[_T]):
             act(error, in_flight=exc)
 
     def _on_closed(self) -> list[TraceContextError]:
+        if not self._read_only:
+            return []
         snapshot, self._snapshot = self._snapshot, None
         if snapshot is None:
             return []

@@ -57,7 +57,7 @@ _WRONG_CONTEXT: Final = (
 class Block:
     """One activation of a value: made by a manager's enter or by a guarded ``set_tracectx``."""
 
-    __slots__ = ("_value", "_state", "_value_token", "_owner_token", "_prev_owner")
+    __slots__ = ("_value", "_state", "_value_token", "_owner_token")
 
     #: The variable the block sets, and the one that records which block set it.
     value_var: ClassVar[ContextVar[Any]] = TRACE_VAR
@@ -69,7 +69,6 @@ class Block:
     _state: int
     _value_token: Token[Any]
     _owner_token: Token[Any]
-    _prev_owner: Block | None
 
     def __init__(self, value: Any) -> None:
         self._value = value
@@ -93,8 +92,12 @@ class Block:
         """Close an open block for its owner (a leak's clean-up); the owner's own later exit is then silent."""
         return self._close(orphan=True)
 
+    def _below(self) -> Block | None:
+        """The block that owned the value this one displaced (read from the owner token: no extra get at enter)."""
+        previous = self._owner_token.old_value
+        return None if previous is Token.MISSING else previous
+
     def _activate(self) -> None:
-        self._prev_owner = self.owner_var.get()
         self._value_token = self.value_var.set(self._value)
         self._owner_token = self.owner_var.set(self)
         self._state = OPEN
@@ -131,7 +134,7 @@ class Block:
         block = owner_var.get()
         while block is not None and block is not self:
             above.append(block)
-            block = block._prev_owner
+            block = block._below()
         if block is None:
             return [self._unbalanced(_WRONG_CONTEXT)]
         value_before = value_var.get(None)
@@ -177,5 +180,5 @@ def open_blocks(owner_var: ContextVar[Any] = OWNER_VAR) -> list[Block]:
     while block is not None:
         if block._state is OPEN:
             blocks.append(block)
-        block = block._prev_owner
+        block = block._below()
     return blocks

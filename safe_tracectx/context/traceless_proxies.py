@@ -27,6 +27,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx.arguments import expect_name, expect_shape, to_device, to_dtype
 from safe_tracectx.callsite import find_call_site, find_frame
 from safe_tracectx.context.active_trace import tracectx
+from safe_tracectx.context.blocks import NEW
 from safe_tracectx.errors import FIXES, TracelessRecordingError
 
 __all__ = ["TracelessTrace", "is_traceless", "traceless", "traceless_proxies_made", "traceless_tensorproxy"]
@@ -91,8 +92,9 @@ class TracelessTrace(TraceCtx):
     describe_without_id: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        super().__init__(None)
-        self.bound_symbols = _RefusingList()
+        TraceCtx.__init__(self)
+        # What the bound_symbols setter does, without its property call and assert (one per traceless block).
+        self._bound_symbols = self.scopes[0] = _RefusingList()
 
     def add_name(self, name: str) -> None:
         _mark_new_proxy(sys._getframe(1))
@@ -119,7 +121,9 @@ class traceless(tracectx[TracelessTrace]):
     __slots__ = ()
 
     def __init__(self) -> None:
-        tracectx.__init__(self, TracelessTrace())
+        self._value = TracelessTrace()
+        self._state = NEW
+        self._read_only = False
 
     def _clone(self) -> traceless:
         return traceless()
