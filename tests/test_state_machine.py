@@ -43,11 +43,13 @@ from thunder.core.trace import tracectx as thunder_tracectx
 
 import safe_tracectx.policy as policy_module
 from safe_tracectx import Policy, TraceContextError, TraceContextWarning, scratch_trace, traceless, tracectx
+from safe_tracectx.context.blocks import open_blocks
 from safe_tracectx.hooks import install, installed, is_installed, running_installations, uninstall
 
 ACTIONS = ("raise", "warn", "log", "ignore")
 HOWS = ("normal", "raise", "interrupt")  # how an exit happens: plainly, with KeyError or KeyboardInterrupt in flight
 RAW_KINDS = ("raw", "thunder", "gen_thunder")
+OUR_KINDS = ("tracectx", "read_only", "scratch", "traceless", "gen_ours")
 
 
 @dataclasses.dataclass(eq=False)
@@ -428,6 +430,12 @@ class TraceContextMachine(RuleBasedStateMachine):
     @invariant()
     def traces_made_inside_read_only_blocks_keep_their_names(self) -> None:
         assert all(name in made.names for made, name in self.shared)
+
+    @invariant()
+    def open_blocks_are_the_models(self) -> None:
+        """The chain of open blocks (each found through the one it displaced) is the model's stack."""
+        expected = [e.trace for e in reversed(self.stack) if e.kind in OUR_KINDS or (e.guarded and not e.released)]
+        assert [block._value for block in open_blocks()] == expected, [e.kind for e in self.stack]
 
     @invariant()
     def installations_are_the_models(self) -> None:
