@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from safe_tracectx.callsite import CallSite
 from safe_tracectx.extras import MissingExtraError, require_thunder
 from safe_tracectx.errors import (
+    BrokenTraceError,
     LeakedProxyError,
     MissingTraceError,
     NameClashError,
@@ -106,6 +107,7 @@ __all__ = [
     "LENIENT",
     "STRICT",
     "Action",
+    "BrokenTraceError",
     "CallSite",
     "LeakedProxyError",
     "MissingExtraError",

@@ -28,7 +28,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx.arguments import expect_trace
 from safe_tracectx.callsite import CallSite
 from safe_tracectx.context.traceless_proxies import is_traceless, traceless_proxies_made
-from safe_tracectx.errors import LeakedProxyError, NameClashError, TraceContextError
+from safe_tracectx.errors import BrokenTraceError, LeakedProxyError, NameClashError, TraceContextError
 from safe_tracectx.labels import describe_trace
 
 __all__ = ["Violation", "ViolationKind", "check_forward_backward", "check_trace"]
@@ -58,6 +58,12 @@ _FIXES: Final[dict[str, str]] = {
 }
 
 
+_ERRORS: Final[dict[str, type[TraceContextError]]] = {
+    "traceless-proxy": LeakedProxyError,
+    "use-before-definition": BrokenTraceError,
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Violation:
     """One problem found in a trace: its kind, the name involved, where, and the fix."""
@@ -72,8 +78,9 @@ class Violation:
         return _FIXES[self.kind]
 
     def to_error(self, site: CallSite | None = None, *, context: str = "") -> TraceContextError:
-        """The error a policy acts on: LeakedProxyError for traceless proxies, else NameClashError."""
-        error_type = LeakedProxyError if self.kind == "traceless-proxy" else NameClashError
+        """The error a policy acts on: LeakedProxyError for traceless proxies, BrokenTraceError for a use
+        before definition (a broken trace, not a naming bug), else NameClashError."""
+        error_type = _ERRORS.get(self.kind, NameClashError)
         return error_type(f"{context}{self.message} ({self.where})", fix=self.fix, site=site)
 
     def __str__(self) -> str:

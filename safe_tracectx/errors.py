@@ -17,6 +17,7 @@ from typing import ClassVar, Final, Literal
 from safe_tracectx.callsite import CallSite
 
 __all__ = [
+    "BrokenTraceError",
     "CheckName",
     "FIXES",
     "LeakedProxyError",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 #: The policy's checks: each names one field of :class:`safe_tracectx.Policy`.
-CheckName = Literal["missing_trace", "unbalanced", "name_clash", "leaked_proxy", "read_only"]
+CheckName = Literal["missing_trace", "unbalanced", "name_clash", "leaked_proxy", "read_only", "broken_trace"]
 
 #: The fix of each kind of misuse, in one place (every message that needs one takes it from here).
 FIXES: Final[dict[str, str]] = {
@@ -111,6 +112,16 @@ class ReadOnlyTraceError(TraceContextError):
     """Names or bound symbols were added to a trace entered with ``read_only=True``."""
 
     check = "read_only"
+
+
+class BrokenTraceError(TraceContextError):
+    """A pass produced a trace that is broken but not by its trace context (a proxy used before it is defined).
+
+    Thunder's own ``DebugOptions(check_traces=True)`` is the tool for these; the
+    pass audit only reports them, naming the pass (``Policy.broken_trace``).
+    """
+
+    check = "broken_trace"
 
 
 class TracelessRecordingError(TraceContextError):

@@ -10,6 +10,8 @@ default, else ``SAFE_TRACECTX_POLICY``, else STRICT)::
     ('traceless', 'raise')
     >>> get_policy().missing_trace
     'raise'
+    >>> get_policy().broken_trace  # a broken trace is Thunder's to catch: reported, never raised by default
+    'warn'
 
 :func:`safe_tracectx.actions.act` carries an action out; ``use_policy`` is a
 block like ``tracectx`` (``safe_tracectx.context.policy_block``).
@@ -53,6 +55,9 @@ class Policy:
 
     ``missing_trace`` also takes ``"traceless"``: a proxy made with no active
     trace is then made as if inside :func:`safe_tracectx.traceless`.
+    ``broken_trace`` (a pass's output uses a proxy before defining it: a broken
+    trace, not a trace-context bug) warns in both presets, so that Thunder's
+    own checks and errors behave as without the hooks.
     """
 
     missing_trace: MissingTraceAction = "raise"
@@ -60,6 +65,7 @@ class Policy:
     name_clash: Action = "raise"
     leaked_proxy: Action = "raise"
     read_only: Action = "raise"
+    broken_trace: Action = "warn"
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -83,7 +89,8 @@ class Policy:
 
 STRICT: Final = Policy()
 LENIENT: Final = Policy(
-    missing_trace="traceless", unbalanced="warn", name_clash="warn", leaked_proxy="warn", read_only="warn"
+    missing_trace="traceless", unbalanced="warn", name_clash="warn", leaked_proxy="warn", read_only="warn",
+    broken_trace="warn",
 )
 PRESETS: Final[dict[str, Policy]] = {"strict": STRICT, "lenient": LENIENT}
 

@@ -68,14 +68,16 @@ class _PluginState:
         self.tests: dict[str, dict[str, Any]] = {}
 
     def policy(self) -> Policy:
-        from safe_tracectx.policy import LENIENT, STRICT, Policy
+        import dataclasses
+
+        from safe_tracectx.policy import LENIENT, STRICT
 
         if self.mode == "strict":
             return STRICT
         if self.mode == "lenient":
             return LENIENT
         # audit: every violation is recorded (act() records before acting) and nothing changes outcomes
-        return Policy(missing_trace="ignore", unbalanced="ignore", name_clash="ignore", leaked_proxy="ignore", read_only="ignore")
+        return STRICT.replace(**{field.name: "ignore" for field in dataclasses.fields(STRICT)})
 
 
 def _mode(config: pytest.Config) -> str | None:

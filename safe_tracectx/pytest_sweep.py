@@ -5,8 +5,8 @@
 
 The test runs once as usual; then its call (fixtures set up once, reused) is
 re-run in a forked child per injection point. A point that leaves a trace
-active, a set open, a masked exception or a changed input trace fails the test
-with the sweep's report. Importing this module imports neither torch nor Thunder.
+active, a set open (named by its line), a masked exception, a thread dead of the
+fault or a changed input trace fails the test with the sweep's report. Importing this module imports neither torch nor Thunder.
 """
 
 from __future__ import annotations

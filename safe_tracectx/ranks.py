@@ -12,6 +12,10 @@ one data file per rank, like coverage's parallel mode::
     '.safe-tracectx.rank3.json'
     >>> rank_info({}) is None
     True
+    >>> rank_info({"RANK": "abc", "WORLD_SIZE": "8"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    safe_tracectx.ranks.RankEnvironmentError: the environment variable RANK='abc' is not a rank (an integer >= 0); ...
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["DATA_FILE_PATTERN", "RankInfo", "default_data_file", "rank_info", "rank_summary"]
+__all__ = ["DATA_FILE_PATTERN", "RankEnvironmentError", "RankInfo", "default_data_file", "rank_info", "rank_summary"]
 
 #: The data files ``run`` writes under a distributed launch (``combine`` reads these by default).
 DATA_FILE_PATTERN: Final = ".safe-tracectx.rank*.json"
@@ -42,16 +46,44 @@ class RankInfo:
         return dataclasses.asdict(self)
 
 
+class RankEnvironmentError(ValueError):
+    """``RANK``, ``WORLD_SIZE`` or ``LOCAL_RANK`` holds a value no launcher sets (a usage error of ``run``)."""
+
+
+def _integer(env: Mapping[str, str], name: str, lowest: int, accepted: str) -> int:
+    value = env[name]
+    try:
+        number = int(value)
+    except ValueError:
+        number = lowest - 1
+    if number < lowest:
+        raise RankEnvironmentError(
+            f"the environment variable {name}={value!r} is not {accepted}; torchrun sets RANK (0 <= RANK < "
+            "WORLD_SIZE), WORLD_SIZE (>= 1) and LOCAL_RANK (>= 0): fix it, or unset RANK and WORLD_SIZE for a "
+            "single-process run"
+        )
+    return number
+
+
 def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo | None:
-    """The launch's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` (None when not launched by torchrun or alike)."""
+    """The launch's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` (None when not launched by torchrun or alike).
+
+    A value no launcher sets (``RANK=abc``, a negative rank, a rank outside the
+    world) is a :class:`RankEnvironmentError` naming the variable, never a silent
+    single-process run.
+    """
     env = os.environ if environ is None else environ
     if "RANK" not in env or "WORLD_SIZE" not in env:
         return None
-    try:
-        rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
-        local_rank = int(env.get("LOCAL_RANK", rank))
-    except ValueError:
-        return None
+    rank = _integer(env, "RANK", 0, "a rank (an integer >= 0)")
+    world_size = _integer(env, "WORLD_SIZE", 1, "a world size (an integer >= 1)")
+    if rank >= world_size:
+        raise RankEnvironmentError(
+            f"the environment variables RANK={env['RANK']!r} and WORLD_SIZE={env['WORLD_SIZE']!r} disagree: "
+            "a rank is below the world size (0 <= RANK < WORLD_SIZE): fix them, or unset RANK and WORLD_SIZE "
+            "for a single-process run"
+        )
+    local_rank = _integer(env, "LOCAL_RANK", 0, "a local rank (an integer >= 0)") if "LOCAL_RANK" in env else rank
     return RankInfo(rank, world_size, local_rank, socket.gethostname())
 
 

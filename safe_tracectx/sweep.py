@@ -6,8 +6,8 @@ the program runs once per point (or a seeded sample) in a forked child that
 raises :class:`~safe_tracectx.hooks.faults.InjectedFault` there. After each
 run: no trace is left active, no raw set is left open, the exception that
 reached the top is the injected one, or wraps it (``raise ... from``), not one
-raised while handling it, and the
-passes it cut short did not change their input traces::
+raised while handling it, no thread died of it unseen by the main program, and
+the passes it cut short did not change their input traces::
 
     >>> import thunder.core.trace as trace
     >>> from safe_tracectx.sweep import sweep
@@ -28,6 +28,7 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -131,6 +132,56 @@ def _chain(error: BaseException | None) -> Iterable[tuple[BaseException, bool]]:
         error = error.__cause__ or error.__context__
 
 
+class _ThreadDeaths:
+    """While entered, ``threading.excepthook`` records each exception that ends a thread (name, exception)."""
+
+    def __init__(self, fired: Callable[[], BaseException | None]) -> None:
+        self.deaths: list[tuple[str, BaseException]] = []
+        self._previous = threading.excepthook
+        self._fired = fired
+
+    def _hook(self, args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None:
+            self.deaths.append((args.thread.name if args.thread is not None else "?", args.exc_value))
+            fired = self._fired()
+            if fired is not None and any(e is fired for e, _ in _chain(args.exc_value)):
+                return  # the sweep reports it: no traceback on stderr per run
+        self._previous(args)
+
+    def __enter__(self) -> _ThreadDeaths:
+        threading.excepthook = self._hook
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.excepthook = self._previous
+
+    def of(self, fired: BaseException) -> tuple[str, BaseException] | None:
+        """The first thread that died of ``fired`` (it, or an exception raised from or while handling it)."""
+        return next(((name, e) for name, e in self.deaths if any(link is fired for link, _ in _chain(e))), None)
+
+
+def _join_threads() -> None:
+    """Wait for the run's non-daemon threads, as Python does at exit (the run's alarm ends a hang)."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+
+
+def _outcome(fired: BaseException | None, top: BaseException | None, died: tuple[str, BaseException] | None) -> str:
+    if fired is None:
+        return "not reached"
+    if top is fired:
+        return "propagated"
+    links = [wrapped for error, wrapped in _chain(top) if error is fired] if top is not None else []
+    if links and not isinstance(top, SystemExit):
+        return "wrapped" if links[0] else "masked"
+    if died is not None:
+        return "died in thread"
+    if top is None or isinstance(top, SystemExit):  # sys.exit(1) in a handler: the program's own status
+        return "handled"
+    return "replaced"
+
+
 def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> dict[str, Any]:
     """One run under the hooks with an injector armed (in the child)."""
     from safe_tracectx.context.blocks import TRACE_VAR
@@ -142,12 +193,17 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
     log = installation.audit_log
     assert log is not None
     top: BaseException | None = None
-    try:
-        body()
-    except BaseException as error:  # noqa: BLE001 - the outcome of this run
-        top = error
-    finally:
-        faults.disarm()
+    with _ThreadDeaths(lambda: injector.fired) as threads:
+        try:
+            body()
+        except BaseException as error:  # noqa: BLE001 - the outcome of this run
+            top = error
+        try:
+            _join_threads()
+        except BaseException as error:  # noqa: BLE001 - Ctrl-C while waiting
+            top = top or error
+        finally:
+            faults.disarm()
     if target is None:
         failed = None
         if top is not None and not (isinstance(top, SystemExit) and top.code in (0, None)):
@@ -161,19 +217,20 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
         problems.append(f"set_tracectx({event.trace}) at {event.site} was never reset")
     for changed in injector.changed_inputs:
         problems.append(f"{changed['label']} changed its input ({changed['trace']}) before it failed")
-    if fired is None:
-        outcome = "not reached"
-    elif top is fired:
-        outcome = "propagated"
-    elif top is None or isinstance(top, SystemExit):  # sys.exit(1) in a handler: the program's own status
-        outcome = "handled"
-    else:
-        links = [wrapped for error, wrapped in _chain(top) if error is fired]
-        outcome = "replaced" if not links else "wrapped" if links[0] else "masked"
+    died = threads.of(fired) if fired is not None else None
+    outcome = _outcome(fired, top, died)
     if outcome in ("masked", "replaced") and top is not None:
         problems.append(
             f"{outcome}: {type(top).__name__}: {top} (raised at {_exception_site(top)}) reached the top "
             + ("while the injected fault was being handled" if outcome == "masked" else "instead of the injected fault")
+        )
+    if outcome == "died in thread" and died is not None:
+        name, death = died
+        raised = "" if death is fired else f", raised at {_exception_site(death)} while handling it"
+        problems.append(
+            f"died in thread: the fault ended thread {name!r} ({type(death).__name__}: {death}{raised}); "
+            "the main program never saw it"
+            + (f", and {type(top).__name__}: {top} reached its top" if top is not None else " and went on")
         )
     try:
         with log.stopped():

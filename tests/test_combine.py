@@ -120,7 +120,7 @@ def test_combine_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
 
 def test_rank_environment_and_data_file_names() -> None:
     assert rank_info({"RANK": "1", "WORLD_SIZE": "2"}) is not None
-    assert rank_info({"RANK": "x", "WORLD_SIZE": "2"}) is None
+    assert rank_info({"RANK": "1"}) is None  # not a launch: WORLD_SIZE is missing
     info = RankInfo(rank=5, world_size=64, local_rank=5, host="h")
     assert rank_data_file("/shared/audit", info) == "/shared/audit.rank5"
     assert rank_data_file("/shared/run.{rank}.json", info) == "/shared/run.5.json"

@@ -26,14 +26,16 @@ from safe_tracectx import (
 from safe_tracectx.context import TracelessTrace
 
 
-def test_strict_is_the_default_and_raises_everything() -> None:
+def test_strict_is_the_default_and_raises_every_trace_context_misuse() -> None:
     assert get_policy() is STRICT
-    assert {getattr(STRICT, f) for f in STRICT.__dataclass_fields__} == {"raise"}
+    checks = {f: getattr(STRICT, f) for f in STRICT.__dataclass_fields__}
+    assert checks.pop("broken_trace") == "warn"  # a broken trace is Thunder's to reject (test_broken_trace.py)
+    assert set(checks.values()) == {"raise"}
 
 
 def test_lenient_makes_missing_traces_traceless_and_warns_the_rest() -> None:
     assert LENIENT.missing_trace == "traceless"
-    assert {LENIENT.unbalanced, LENIENT.name_clash, LENIENT.leaked_proxy, LENIENT.read_only} == {"warn"}
+    assert {LENIENT.unbalanced, LENIENT.name_clash, LENIENT.leaked_proxy, LENIENT.read_only, LENIENT.broken_trace} == {"warn"}
 
 
 def test_policy_is_frozen() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from safe_tracectx.cli import main
+from safe_tracectx.cli.sweep import render
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.hooks import faults
 from safe_tracectx.sweep import count_points, sweep
@@ -128,3 +129,118 @@ def test_a_pass_that_changes_its_input_before_failing_is_found() -> None:
     assert finding.pass_label == "in-place pass" and finding.outcome == "propagated"
     (problem,) = finding.problems
     assert problem.startswith("in-place pass changed its input (trace @") and problem.endswith(") before it failed")
+
+
+def _proxy_in_a_fresh_trace() -> None:
+    from thunder.core import devices, dtypes
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import TraceCtx, tracectx
+
+    with tracectx(TraceCtx()):
+        TensorProxy(shape=(1,), device=devices.cpu, dtype=dtypes.float32)
+
+
+@pytest.mark.parametrize("join", [True, False])
+def test_a_thread_that_dies_of_the_fault_is_reported_not_handled(join: bool) -> None:
+    import threading
+
+    def body() -> None:
+        worker = threading.Thread(target=_proxy_in_a_fresh_trace, name="namer")
+        worker.start()
+        if join:  # not joined: the run still waits for it, as Python does at exit
+            worker.join()
+
+    result = sweep(body)
+    assert result.points == 2 and result.outcomes == {"died in thread": 2}
+    assert [f.kind for f in result.findings] == ["set", "proxy"]
+    for finding in result.findings:
+        (problem,) = finding.problems
+        assert problem.startswith("died in thread: the fault ended thread 'namer' (InjectedFault: injected fault at point")
+        assert problem.endswith("); the main program never saw it and went on")
+        assert any("test_sweep.py" in frame and "_proxy_in_a_fresh_trace" in frame for frame in finding.stack)
+    assert "threads dead of the fault: 2" in render(result, "x.py")
+
+
+def test_a_fault_in_a_thread_that_the_main_program_sees_or_the_thread_handles_is_no_finding() -> None:
+    import concurrent.futures
+    import threading
+
+    def through_a_future() -> None:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(_proxy_in_a_fresh_trace).result()  # re-raises the fault in the main program
+
+    def handled_in_the_thread() -> None:
+        def work() -> None:
+            try:
+                _proxy_in_a_fresh_trace()
+            except faults.InjectedFault:
+                pass
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join()
+
+    seen = sweep(through_a_future)
+    assert (seen.outcomes, seen.findings) == ({"propagated": 2}, [])
+    handled = sweep(handled_in_the_thread)
+    assert (handled.outcomes, handled.findings) == ({"handled": 2}, [])
+
+
+SWEPT_TESTS = '''
+from thunder.core import devices, dtypes
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx, reset_tracectx, set_tracectx, tracectx
+
+
+def new_proxy():
+    return TensorProxy(shape=(1,), device=devices.cpu, dtype=dtypes.float32)
+
+
+def test_leaks():
+    trace = TraceCtx()
+    try:
+        token = set_tracectx(trace)  # LEAK: no finally resets it
+        new_proxy()
+        reset_tracectx(token)
+    except Exception:
+        pass
+
+
+def test_masks():
+    try:
+        token = set_tracectx(TraceCtx())  # inside the try its finally resets
+        new_proxy()
+    finally:
+        reset_tracectx(token)  # MASK: UnboundLocalError when the set failed
+
+
+def test_clean():
+    with tracectx(TraceCtx()):
+        new_proxy()
+'''
+
+
+def _line(path: Path, marker: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if marker in line)
+
+
+def test_the_pytest_option_reports_a_leaking_test_with_the_line_of_its_set(pytester: pytest.Pytester) -> None:
+    path = pytester.makepyfile(test_swept=SWEPT_TESTS)
+    result = pytester.runpytest_subprocess("--safe-tracectx-sweep", "-p", "no:cacheprovider", "-k", "leaks")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "SweepFailed: safe-tracectx sweep of test_swept.py::test_leaks" in out
+    assert "point 1: proxy creation (handled)" in out and "leaks: 1; masked or replaced exceptions: 0" in out
+    assert "a trace was left active" in out
+    assert f"at {path}:{_line(path, '# LEAK')} in test_leaks was never reset" in out
+
+
+def test_the_pytest_option_reports_a_masked_fault_with_the_line_that_masked_it(pytester: pytest.Pytester) -> None:
+    path = pytester.makepyfile(test_swept=SWEPT_TESTS)
+    result = pytester.runpytest_subprocess("--safe-tracectx-sweep", "-p", "no:cacheprovider", "-k", "masks or clean")
+    result.assert_outcomes(failed=1, passed=1)
+    out = result.stdout.str()
+    assert "SweepFailed: safe-tracectx sweep of test_swept.py::test_masks" in out and "test_clean" not in out
+    assert "point 0: set_tracectx (masked)" in out and "masked or replaced exceptions: 1" in out
+    assert "masked: UnboundLocalError: cannot access local variable 'token'" in out
+    assert f"(raised at {path}:{_line(path, '# MASK')}) reached the top while the injected fault was being handled" in out

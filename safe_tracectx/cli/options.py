@@ -69,9 +69,25 @@ def check_writable(path: str) -> str | None:
 
 
 def check_outputs(args: argparse.Namespace) -> str | None:
-    """Why ``--json``, ``--data-file`` or ``--html`` cannot be written (None: they can)."""
+    """Why ``--json``, ``--data-file`` or ``--html`` cannot be written, or the launch's environment is wrong (None: fine).
+
+    Each path is checked as this process would write it: this rank's file under a launch.
+    """
+    from safe_tracectx.cli.outputs import PLACEHOLDER, rank_data_file, unknown_placeholder
+    from safe_tracectx.ranks import RankEnvironmentError, rank_info
+
+    try:
+        info = rank_info()
+    except RankEnvironmentError as error:
+        return str(error)
     for option, path in (("--json", args.json), ("--data-file", getattr(args, "data_file", None))):
-        if path is not None and (problem := check_writable(path.replace("{rank}", "0"))) is not None:
+        if path is not None and (odd := unknown_placeholder(path)) is not None:
+            return (
+                f"{option} {path}: {odd} is not a placeholder; the one accepted is {PLACEHOLDER} "
+                "(the global rank under torchrun, 0 in a single process)"
+            )
+        target = rank_data_file(path, info) if path is not None or option == "--data-file" else None
+        if target is not None and (problem := check_writable(target)) is not None:
             return f"{option}: {problem}"
     html = getattr(args, "html", None)
     if html is not None and (problem := check_folder(html)) is not None:

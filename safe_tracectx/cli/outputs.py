@@ -7,17 +7,24 @@
     ('audit/run-3.json', 'audit/run.rank3.json')
     >>> rank_data_file(None, info), rank_data_file("a.json", None)
     ('.safe-tracectx.rank3.json', 'a.json')
+    >>> unknown_placeholder("audit/run-{rnak}.json"), unknown_placeholder("audit/run-{rank}.json")
+    ('{rnak}', None)
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from safe_tracectx.ranks import RankInfo, default_data_file, rank_summary
 
-__all__ = ["finish_run", "rank_data_file", "write_document"]
+__all__ = ["PLACEHOLDER", "finish_run", "rank_data_file", "unknown_placeholder", "write_document"]
+
+#: The one placeholder of an output path: the global rank (0 outside a launch).
+PLACEHOLDER: Final = "{rank}"
+_BRACED: Final = re.compile(r"\{[^{}/]*\}?|\}")
 
 
 def rank_data_file(path: str | None, info: RankInfo | None) -> str | None:
@@ -30,6 +37,11 @@ def rank_data_file(path: str | None, info: RankInfo | None) -> str | None:
         return path.replace("{rank}", str(info.rank))
     stem, dot, suffix = path.rpartition(".")
     return f"{stem}.rank{info.rank}.{suffix}" if dot and "/" not in suffix else f"{path}.rank{info.rank}"
+
+
+def unknown_placeholder(path: str) -> str | None:
+    """The first ``{...}`` (or stray brace) of ``path`` that is not ``{rank}`` (None: there is none)."""
+    return next((m.group() for m in _BRACED.finditer(path) if m.group() != PLACEHOLDER), None)
 
 
 def write_document(document: dict[str, Any], path: str, *, compact: bool = False) -> None:
@@ -58,7 +70,7 @@ def finish_run(
         print(file=stream)
         print(render_text(document, top=top), file=stream, flush=True)
     if json_path is not None:
-        written = rank_data_file(json_path, info) if info is not None else json_path
+        written = rank_data_file(json_path, info)
         assert written is not None
         write_document(document, written)
         print(f"\naudit log written to {written}", file=stream)

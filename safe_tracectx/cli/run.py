@@ -78,7 +78,7 @@ def run_audited(
     from safe_tracectx.errors import TraceContextError
     from safe_tracectx.hooks import begin
     from safe_tracectx.jit_traces import JitRecorder
-    from safe_tracectx.ranks import rank_info
+    from safe_tracectx.ranks import RankEnvironmentError, rank_info
 
     stream = out if out is not None else sys.stdout
     cwd = os.getcwd()  # reports and output paths are relative to where the run started, whatever the program does
@@ -108,8 +108,13 @@ def run_audited(
     document = log.to_dict()
     with log.stopped():
         document["jit_traces"] = recorder.runs()
+    try:
+        info = rank_info()
+    except RankEnvironmentError as error:  # checked before the run: the program itself changed the environment
+        print(f"safe-tracectx: {error}; this process is reported as a single-process run", file=sys.stderr)
+        info = None
     finish_run(
-        document, info=rank_info(), json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
+        document, info=info, json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
     )
     if fail_on_violation and log.violations and status == 0:
         status = ExitStatus.VIOLATIONS

@@ -70,12 +70,13 @@ def render(result: SweepResult, program: str, *, top: int = 20) -> str:
         f"safe-tracectx sweep of {program}",
         f"injection points: {result.points} ({kinds})",
         f"runs: {result.runs} in {result.seconds:.1f}s; outcomes: {outcomes}",
-        f"broken: {len(broken)} injection point(s) left a trace active, a set open, a masked exception "
-        "or a changed input trace",
+        f"broken: {len(broken)} injection point(s) left a trace active, a set open, a masked exception, "
+        "a thread dead of it or a changed input trace",
     ]
     leaks = sum(any("never reset" in p or "left active" in p for p in f.problems) for f in broken)
     masked = sum(f.outcome in ("masked", "replaced") for f in broken)
-    out.append(f"  leaks: {leaks}; masked or replaced exceptions: {masked}")
+    threads = sum(f.outcome == "died in thread" for f in broken)
+    out.append(f"  leaks: {leaks}; masked or replaced exceptions: {masked}; threads dead of the fault: {threads}")
     for finding in broken[:top]:
         where = f" in {finding.pass_label}" if finding.pass_label else ""
         out += ["", f"point {finding.index}: {_NAMES.get(finding.kind, finding.kind)}{where} ({finding.outcome})"]

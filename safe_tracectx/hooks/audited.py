@@ -22,22 +22,64 @@ with ``check_forward_backward``), a ``pass_run`` event, an injection point for
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
+
+from thunder.core.trace import TraceCtx
 
 from safe_tracectx.hooks.installer import is_installed
 from safe_tracectx.hooks.runs import DECLARED as _declared
-from safe_tracectx.hooks.runs import PassRun, run_pass
+from safe_tracectx.hooks.runs import PassRun, run_pass, traces_in
+from safe_tracectx.pass_catalog import KINDS
 
 __all__ = ["audited_pass", "declared_passes"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+ROLES: Final = (None, "forward", "backward")
+_TRACES: Final = "a TraceCtx, a tuple or list of them, or Thunder's TraceResults"
+
+
 def declared_passes() -> dict[str, str]:
     """Every ``audited_pass`` label declared in this process, with its function (or ``block``)."""
     return dict(_declared)
+
+
+def _given(value: object) -> str:
+    if isinstance(value, TraceCtx):
+        return "a single TraceCtx"  # its repr is the whole program
+    return f"{type(value).__name__} ({value!r:.60})"
+
+
+def _check_arguments(label: object, inputs: object, kind: object, role: object, pair: object) -> tuple[Any, ...]:
+    """The arguments of ``audited_pass``, checked: a TypeError or ValueError naming the one that is wrong."""
+    if not isinstance(label, str) or not label.strip():
+        raise TypeError(f"audited_pass() takes its label as a non-empty str, got {_given(label)}")
+    where = f"audited_pass({label!r})"
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ValueError(f"{where}: kind={kind!r:.60} is not a kind of pass; use one of: {', '.join(KINDS)}")
+    if role not in ROLES:
+        raise ValueError(f"{where}: role={role!r:.60} is not a role; use None (found from the input), 'forward' or 'backward'")
+    if not isinstance(pair, bool):
+        raise TypeError(f"{where}: pair takes True or False, got {_given(pair)}")
+    if pair and role is not None:
+        raise ValueError(f"{where}: pair=True validates two outputs as (forward, backward), so role={role!r} cannot apply; drop role=")
+    if isinstance(inputs, TraceCtx | str | bytes) or not isinstance(inputs, Iterable):
+        raise TypeError(f"{where}: inputs takes an iterable of traces, e.g. inputs=(trace,), got {_given(inputs)}")
+    found = tuple(inputs)
+    for item in found:
+        if not traces_in(item):
+            raise TypeError(f"{where}: each of inputs must be {_TRACES}, got {_given(item)}")
+    return found
+
+
+def _check_pair(where: str, value: Any) -> None:
+    count = len(traces_in(value))
+    if count != 2:
+        raise ValueError(f"{where} has pair=True but produced {count} trace(s); a pair pass produces (forward, backward)")
 
 
 class audited_pass:
@@ -45,7 +87,9 @@ class audited_pass:
 
     ``role`` is ``"forward"``/``"backward"`` if known (else found from the input
     trace once the pair exists); ``pair=True`` validates two outputs as
-    (forward, backward). In a block, name the outputs with ``p.outputs(...)``.
+    (forward, backward). In a block, name the inputs with ``inputs=`` and the
+    outputs with ``p.outputs(...)``. A bad argument is a TypeError or ValueError
+    here; a generator or coroutine function is refused (a pass returns its traces).
     """
 
     __slots__ = ("label", "kind", "role", "pair", "_inputs", "_outputs", "_run")
@@ -53,26 +97,37 @@ class audited_pass:
     def __init__(
         self, label: str, *, inputs: Iterable[Any] = (), kind: str = "user", role: str | None = None, pair: bool = False
     ) -> None:
+        self._inputs = _check_arguments(label, inputs, kind, role, pair)
         self.label, self.kind, self.role, self.pair = label, kind, role, pair
-        self._inputs = tuple(inputs)
         self._outputs: tuple[Any, ...] = ()
         self._run: PassRun | None = None
 
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
-        qualname = f"{fn.__module__}.{fn.__qualname__}"
+        where = f"audited_pass({self.label!r})"
+        _refuse(where, fn)
+        if self._inputs:
+            raise ValueError(f"{where}: inputs= is for a with-block; a decorated function's inputs are its arguments: drop inputs=")
+        qualname = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
         _declared.setdefault(self.label, qualname)
+        label, kind, role, pair = self.label, self.kind, self.role, self.pair
 
         @functools.wraps(fn)
         def audited(*args: P.args, **kwargs: P.kwargs) -> R:
             if not is_installed():
-                return fn(*args, **kwargs)
-            result: R = run_pass(self.label, qualname, self.kind, fn, args, kwargs, role=self.role, pair=self.pair)
+                result: R = fn(*args, **kwargs)
+            else:
+                result = run_pass(label, qualname, kind, fn, args, kwargs, role=role, pair=pair)
+            if pair:
+                _check_pair(f"{where} ({qualname})", result)
             return result
 
         return audited
 
     def outputs(self, *traces: Any) -> None:
         """The traces the block produced (validated when it ends)."""
+        for value in traces:
+            if not traces_in(value):
+                raise TypeError(f"audited_pass({self.label!r}).outputs() takes {_TRACES}, got {_given(value)}")
         self._outputs = traces
 
     def __enter__(self) -> audited_pass:
@@ -89,3 +144,23 @@ class audited_pass:
         run, self._run = self._run, None
         if run is not None:
             run.leave(self._outputs, failed=exc is not None)
+        if self.pair and exc is None:
+            _check_pair(f"the block audited_pass({self.label!r})", self._outputs)
+
+
+def _refuse(where: str, fn: object) -> None:
+    """A TypeError for what cannot be a pass: not callable, or run later (generator, coroutine)."""
+    if not callable(fn):
+        raise TypeError(f"{where} decorates a function, got {_given(fn)}")
+    for test, what in (
+        (inspect.isasyncgenfunction, "async generator"),
+        (inspect.isgeneratorfunction, "generator"),
+        (inspect.iscoroutinefunction, "coroutine"),
+    ):
+        if test(fn):
+            raise TypeError(
+                f"{where} cannot decorate the {what} function {getattr(fn, '__qualname__', fn)!r}: a call only "
+                "makes the object that runs it later, so the pass would be over before its work starts. "
+                "Decorate a plain function that takes and returns the traces, or put "
+                f"`with {where[:-1]}, inputs=(...)) as p:` ... `p.outputs(...)` in its body around the work"
+            )

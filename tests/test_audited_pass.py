@@ -1,0 +1,116 @@
+"""``audited_pass``: what it refuses (generators, coroutines, bad arguments) and says so clearly."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from thunder.core.trace import TraceCtx
+
+import safe_tracectx as stc
+from safe_tracectx.hooks.audited import declared_passes
+
+
+def _generator_pass(trace: TraceCtx) -> Iterator[TraceCtx]:
+    yield trace
+
+
+async def _coroutine_pass(trace: TraceCtx) -> TraceCtx:
+    return trace
+
+
+async def _async_generator_pass(trace: TraceCtx) -> Any:
+    yield trace
+
+
+@pytest.mark.parametrize(
+    "fn, what",
+    [(_generator_pass, "generator"), (_coroutine_pass, "coroutine"), (_async_generator_pass, "async generator")],
+)
+def test_a_generator_or_coroutine_function_is_refused_at_decoration_naming_the_fix(fn: Any, what: str) -> None:
+    with pytest.raises(TypeError) as info:
+        stc.audited_pass("lazy")(fn)
+    message = str(info.value)
+    assert f"audited_pass('lazy') cannot decorate the {what} function '{fn.__qualname__}'" in message
+    assert "Decorate a plain function" in message and "with audited_pass('lazy', inputs=(...)) as p:" in message
+    assert "lazy" not in declared_passes()
+
+
+def test_a_generator_can_hold_an_audited_block_around_its_work() -> None:
+    def regroup(trace: TraceCtx) -> Iterator[TraceCtx]:
+        with stc.audited_pass("regroup step", inputs=(trace,)) as p:
+            p.outputs(trace)
+        yield trace
+
+    with stc.audit() as log:
+        assert len(list(regroup(TraceCtx()))) == 1
+    assert [(r["label"], len(r["fingerprints"])) for r in log.pass_runs] == [("regroup step", 1)]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"role": "fw"}, ValueError, "role='fw' is not a role; use None (found from the input), 'forward' or 'backward'"),
+        ({"role": 1}, ValueError, "role=1 is not a role"),
+        ({"pair": "yes"}, TypeError, "pair takes True or False, got str ('yes')"),
+        ({"pair": 1}, TypeError, "pair takes True or False, got int (1)"),
+        ({"pair": True, "role": "forward"}, ValueError, "pair=True validates two outputs as (forward, backward), so "
+         "role='forward' cannot apply; drop role="),
+        ({"inputs": TraceCtx()}, TypeError, "inputs takes an iterable of traces, e.g. inputs=(trace,), got a single TraceCtx"),
+        ({"inputs": "fw"}, TypeError, "inputs takes an iterable of traces, e.g. inputs=(trace,), got str ('fw')"),
+        ({"inputs": 3}, TypeError, "inputs takes an iterable of traces, e.g. inputs=(trace,), got int (3)"),
+        ({"inputs": (TraceCtx(), None)}, TypeError, "each of inputs must be a TraceCtx, a tuple or list of them, or "
+         "Thunder's TraceResults, got NoneType (None)"),
+        ({"kind": "remix"}, ValueError, "kind='remix' is not a kind of pass; use one of: tracing, transform, autodiff, "
+         "execution, split, fusion, remat, user"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_the_argument_the_value_and_what_is_accepted(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(f"audited_pass('p'): {message}")):
+        stc.audited_pass("p", **kwargs)
+
+
+def test_a_label_must_be_a_non_empty_str() -> None:
+    for label in ("", "  ", None):
+        with pytest.raises(TypeError, match=re.escape("audited_pass() takes its label as a non-empty str, got")):
+            stc.audited_pass(label)  # type: ignore[arg-type]
+
+
+def test_inputs_belong_to_a_block_and_a_decorator_takes_a_callable() -> None:
+    with pytest.raises(ValueError, match=re.escape("audited_pass('p'): inputs= is for a with-block; a decorated "
+                                                   "function's inputs are its arguments: drop inputs=")):
+        stc.audited_pass("p", inputs=(TraceCtx(),))(lambda trace: trace)
+    with pytest.raises(TypeError, match=re.escape("audited_pass('p') decorates a function, got str ('f')")):
+        stc.audited_pass("p")("f")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_a_pair_pass_that_does_not_produce_two_traces_is_refused_at_call(installed: bool) -> None:
+    @stc.audited_pass("half pair", pair=True)
+    def half(trace: TraceCtx) -> TraceCtx:
+        return trace
+
+    @stc.audited_pass("whole pair", pair=True)
+    def whole(trace: TraceCtx) -> tuple[TraceCtx, TraceCtx]:
+        return trace, TraceCtx()
+
+    with stc.audit() if installed else stc.use_policy("strict"):
+        assert len(whole(TraceCtx())) == 2
+        with pytest.raises(ValueError, match=r"audited_pass\('half pair'\) \(.*half\) has pair=True but produced 1 "
+                                             r"trace\(s\); a pair pass produces \(forward, backward\)"):
+            half(TraceCtx())
+        with pytest.raises(ValueError, match=r"the block audited_pass\('by hand'\) has pair=True but produced 0 trace"):
+            with stc.audited_pass("by hand", pair=True):
+                pass
+
+
+def test_outputs_take_traces() -> None:
+    with stc.audited_pass("by hand") as p:
+        with pytest.raises(TypeError, match=re.escape("audited_pass('by hand').outputs() takes a TraceCtx, a tuple or "
+                                                      "list of them, or Thunder's TraceResults, got str ('t0')")):
+            p.outputs("t0")
+        p.outputs(TraceCtx(), [TraceCtx()])
