@@ -105,7 +105,8 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
     expect_trace(trace, "check_trace()")
     violations: list[Violation] = []
     registered = trace.names
-    defined: dict[str, Proxy] = {}  # name -> the first top-level proxy with it
+    defined: set[str] = set()  # the names of top-level proxies
+    first_inputs: dict[str, Proxy] = {}  # name -> the first input proxy with it
     # ids of proxies a bound symbol has used or defined and that are their name's first
     # proxy: met again, such a proxy adds nothing new (each violation is reported once per
     # kind and name), so it is skipped by one id lookup, with no name read, nothing kept
@@ -122,27 +123,32 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
             reported.add((kind, name))
             violations.append(Violation(kind, name, message, where or _bsym_label(index, bsym)))
 
+    def first_with_its_name(proxy: Proxy, name: str) -> bool:
+        """For a defined ``name``: is ``proxy`` the first top-level proxy with it?"""
+        return id(proxy) in settled or first_inputs.get(name) is proxy
+
     def own(proxy: Proxy, name: str, region: str, where: str | None = None) -> None:
         """One name is one proxy across fusion regions and the top level ("the trace")."""
         if look_for_traceless and is_traceless(proxy):
             add("traceless-proxy", name, f"traceless proxy {name} is used in {describe_trace(trace)}", where)
         previous = region_owners.get(name)
-        if previous is None:
-            top = defined.get(name)
-            if top is None:
-                region_owners[name] = (proxy, region)
-                return
-            previous = (top, "the trace")
-        if previous[0] is not proxy and previous[1] != region:
-            add("fusion-name-clash", name, f"name {name} is one proxy in {previous[1]} and another in {region}", where)
+        if previous is not None:
+            another, first_region = previous[0] is not proxy, previous[1]
+        elif name in defined:
+            another, first_region = not first_with_its_name(proxy, name), "the trace"
+        else:
+            region_owners[name] = (proxy, region)
+            return
+        if another and first_region != region:
+            add("fusion-name-clash", name, f"name {name} is one proxy in {first_region} and another in {region}", where)
 
     def use(proxy: Proxy) -> None:
         name = proxy.name
-        first = defined.get(name)
-        if first is None:
+        if name not in defined:
             add("use-before-definition", name, f"{name} is used before any bound symbol defines it")
-            defined[name] = first = proxy
-        if first is proxy:
+            defined.add(name)
+            settled.add(id(proxy))
+        elif first_inputs.get(name) is proxy:
             settled.add(id(proxy))
         else:
             add("name-clash", name, f"{name} names two different proxies")
@@ -151,8 +157,11 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
         own(proxy, name, "the trace")
 
     for proxy in _input_proxies(trace):
-        defined.setdefault(proxy.name, proxy)
-        own(proxy, proxy.name, "the trace", "trace inputs")
+        name = proxy.name
+        if name not in defined:
+            defined.add(name)
+            first_inputs[name] = proxy
+        own(proxy, name, "the trace", "trace inputs")
 
     for index, bsym in enumerate(trace.bound_symbols):
         for proxy in bsym.flat_proxy_args:
@@ -163,7 +172,10 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
             if key in settled:
                 continue
             name = proxy.name
-            if defined.setdefault(name, proxy) is proxy:
+            if name not in defined:
+                defined.add(name)
+                settled.add(key)
+            elif first_inputs.get(name) is proxy:
                 settled.add(key)
             else:
                 add("ssa-redefinition", name, f"{name} is defined again by a different proxy")
