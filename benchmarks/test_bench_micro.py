@@ -104,7 +104,7 @@ def _chain(length: int) -> TraceCtx:
     return trace
 
 
-CHAINS = {"300 symbols": _chain(300), "3000 symbols": _chain(3000)}
+CHAINS = {"300 symbols": _chain(300), "3000 symbols": _chain(3000), "30000 symbols": _chain(30000)}
 
 
 @pytest.mark.parametrize("variant", list(CHAINS))

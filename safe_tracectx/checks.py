@@ -100,10 +100,6 @@ def _input_proxies(trace: TraceCtx) -> list[Proxy]:
     return [p for p in flat if isinstance(p, Proxy)]
 
 
-def _is_fusion(bsym: Any) -> bool:
-    return bool(getattr(bsym.sym, "is_fusion", False))
-
-
 def _walk_region(bsyms: Iterable[Any]) -> Iterator[Proxy]:
     for bsym in bsyms:
         yield from bsym.flat_proxy_args
@@ -116,8 +112,14 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
     expect_trace(trace, "check_trace()")
     violations: list[Violation] = []
     registered = trace.names
-    defined: dict[str, Proxy] = {}
-    owners: dict[str, tuple[Proxy, str]] = {}  # name -> (proxy, region) across the whole trace
+    defined: set[str] = set()  # the names of top-level proxies
+    first_inputs: dict[str, Proxy] = {}  # name -> the first input proxy with it
+    # ids of proxies a bound symbol has used or defined and that are their name's first
+    # proxy: met again, such a proxy adds nothing new (each violation is reported once per
+    # kind and name), so it is skipped by one id lookup, with no name read, nothing kept
+    # for the garbage collector. The trace holds every proxy, so no id is reused meanwhile.
+    settled: set[int] = set()
+    region_owners: dict[str, tuple[Proxy, str]] = {}  # names met first inside a fusion region
     reported: set[tuple[str, str]] = set()
     look_for_traceless = traceless_proxies_made()  # no per-proxy lookup until one exists
     bsym: Any = None
@@ -128,46 +130,70 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
             reported.add((kind, name))
             violations.append(Violation(kind, name, message, where or _bsym_label(index, bsym)))
 
-    def own(proxy: Proxy, region: str, where: str | None = None) -> None:
+    def first_with_its_name(proxy: Proxy, name: str) -> bool:
+        """For a defined ``name``: is ``proxy`` the first top-level proxy with it?"""
+        return id(proxy) in settled or first_inputs.get(name) is proxy
+
+    def own(proxy: Proxy, name: str, region: str, where: str | None = None) -> None:
+        """One name is one proxy across fusion regions and the top level ("the trace")."""
         if look_for_traceless and is_traceless(proxy):
-            add("traceless-proxy", proxy.name, f"traceless proxy {proxy.name} is used in {describe_trace(trace)}", where)
-        previous = owners.setdefault(proxy.name, (proxy, region))
-        if previous[0] is not proxy and previous[1] != region:
-            add(
-                "fusion-name-clash",
-                proxy.name,
-                f"name {proxy.name} is one proxy in {previous[1]} and another in {region}",
-                where,
-            )
+            add("traceless-proxy", name, f"traceless proxy {name} is used in {describe_trace(trace)}", where)
+        previous = region_owners.get(name)
+        if previous is not None:
+            another, first_region = previous[0] is not proxy, previous[1]
+        elif name in defined:
+            another, first_region = not first_with_its_name(proxy, name), "the trace"
+        else:
+            region_owners[name] = (proxy, region)
+            return
+        if another and first_region != region:
+            add("fusion-name-clash", name, f"name {name} is one proxy in {first_region} and another in {region}", where)
+
+    def use(proxy: Proxy) -> None:
+        name = proxy.name
+        if name not in defined:
+            add("use-before-definition", name, f"{name} is used before any bound symbol defines it")
+            defined.add(name)
+            settled.add(id(proxy))
+        elif first_inputs.get(name) is proxy:
+            settled.add(id(proxy))
+        else:
+            add("name-clash", name, f"{name} names two different proxies")
+        if name not in registered:
+            add("unregistered-name", name, f"{name} is not registered in the trace's names")
+        own(proxy, name, "the trace")
 
     for proxy in _input_proxies(trace):
-        defined.setdefault(proxy.name, proxy)
-        own(proxy, "the trace", "trace inputs")
+        name = proxy.name
+        if name not in defined:
+            defined.add(name)
+            first_inputs[name] = proxy
+        own(proxy, name, "the trace", "trace inputs")
 
     for index, bsym in enumerate(trace.bound_symbols):
         for proxy in bsym.flat_proxy_args:
-            name = proxy.name
-            first = defined.get(name)
-            if first is None:
-                add("use-before-definition", name, f"{name} is used before any bound symbol defines it")
-                defined[name] = proxy
-            elif first is not proxy:
-                add("name-clash", name, f"{name} names two different proxies")
-            if name not in registered:
-                add("unregistered-name", name, f"{name} is not registered in the trace's names")
-            own(proxy, "the trace")
+            if id(proxy) not in settled:
+                use(proxy)
         for proxy in bsym.flat_proxy_outs:
+            key = id(proxy)
+            if key in settled:
+                continue
             name = proxy.name
-            first = defined.setdefault(name, proxy)
-            if first is not proxy:
+            if name not in defined:
+                defined.add(name)
+                settled.add(key)
+            elif first_inputs.get(name) is proxy:
+                settled.add(key)
+            else:
                 add("ssa-redefinition", name, f"{name} is defined again by a different proxy")
             if name not in registered:
                 add("unregistered-name", name, f"{name} is not registered in the trace's names")
-            own(proxy, "the trace")
-        if _is_fusion(bsym):
+            if look_for_traceless or region_owners:
+                own(proxy, name, "the trace")
+        if getattr(bsym.sym, "is_fusion", False):
             region = f"fusion region {bsym.sym.name}"
             for proxy in _walk_region(bsym.subsymbols):
-                own(proxy, region)
+                own(proxy, proxy.name, region)
     return violations
 
 
