@@ -143,3 +143,13 @@ def test_exit_statuses_as_documented(folder: Path) -> None:
     assert main([str(folder / "clean.py")]) == 0
     assert main([str(folder)]) == 1
     assert main([str(folder / "missing.py")]) == 2
+
+
+def test_python_warnings_about_the_file_do_not_stop_the_check(folder: Path) -> None:
+    """`1()` and `"\\d"` make the parser warn; under -W error that would be a SyntaxError and "not checked"."""
+    source = 'from thunder.core.trace import set_tracectx\nx = 1() if False else "\\d"\ntok = set_tracectx(t)\n'
+    (folder / "odd.py").write_text(source)
+    command = [sys.executable, "-W", "error", "-m", "safe_tracectx", "lint", str(folder / "odd.py")]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "STC901" not in out.stdout and "SyntaxWarning" not in out.stderr, out.stdout + out.stderr
+    assert "odd.py:3" in out.stdout and "STC001" in out.stdout, out.stdout

@@ -16,7 +16,7 @@ from thunder.core.transform_common import Transform
 from thunder.extend import FusionExecutor
 
 import safe_tracectx as stc
-from safe_tracectx import NameClashError, STRICT
+from safe_tracectx import NameClashError, STRICT, TraceContextWarning
 from safe_tracectx.auditlog import PASS_RUN_KEYS
 from safe_tracectx.cli import main
 from safe_tracectx.hooks import installed
@@ -51,10 +51,11 @@ def test_the_example_without_its_rename_is_a_name_clash_naming_the_transform_and
 
 def test_under_run_the_clash_is_a_violation_attributed_to_the_transform(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "audit.json"
-    status = main(["run", "--policy", "lenient", "--json", str(data), str(EXAMPLE), "--no-rename", "--unguarded"])
+    label = "RecomputeInBackward.transform_trace_post_optimization"
+    with pytest.warns(TraceContextWarning, match=f"{label}.*is defined in the forward trace"):  # lenient: warned
+        status = main(["run", "--policy", "lenient", "--json", str(data), str(EXAMPLE), "--no-rename", "--unguarded"])
     assert status == 0
     document = json.loads(data.read_text())
-    label = "RecomputeInBackward.transform_trace_post_optimization"
     (violation,) = [v for v in document["violations"] if v["error"] == "NameClashError"]
     assert violation["pass"] == label and label in violation["message"]
     (culprit,) = [r for r in document["pass_runs"] if r["violations"]]

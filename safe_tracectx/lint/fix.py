@@ -17,7 +17,6 @@ libcst is imported only here, when ``--fix`` or ``--diff`` asks for it.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from safe_tracectx.lint.fixplan import Edit, Unfixed, plan
 from safe_tracectx.lint.rules import DEFAULT_CODES
-from safe_tracectx.lint.runner import lint_source
+from safe_tracectx.lint.runner import lint_source, parse_source
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -135,7 +134,7 @@ def _findings(source: str, path: str, codes: frozenset[str]) -> list[tuple[int, 
 def fix_source(source: str, path: str = "<source>", *, codes: frozenset[str] = DEFAULT_CODES) -> FixResult:
     """Fix what can be fixed with certainty; a source that does not parse is returned as it is."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return FixResult(source, 0, [])
     findings = _findings(source, path, codes)
@@ -154,7 +153,7 @@ def fix_source(source: str, path: str = "<source>", *, codes: frozenset[str] = D
             break
         text = rewritten
         findings = _findings(text, path, codes)
-        edits, unfixed = plan(ast.parse(text), findings)
+        edits, unfixed = plan(parse_source(text, path), findings)
     unfixed += [Unfixed(e.line, e.code, "its block is on the line of its header (`if x: ...`): give it lines of its own") for e in edits]
     return FixResult(text, before - len(findings), sorted(unfixed, key=lambda u: u.line))
 

@@ -16,6 +16,7 @@ import dataclasses
 import io
 import re
 import tokenize
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -32,6 +33,7 @@ __all__ = [
     "lint_paths",
     "lint_source",
     "parse_codes",
+    "parse_source",
     "select_codes",
 ]
 
@@ -129,9 +131,26 @@ def _comments(source: str) -> dict[int, str]:
     return comments
 
 
+def parse_source(source: str, path: str = "<source>") -> ast.Module:
+    """``ast.parse`` without the parser's own warnings about the file (``1()``, ``"\\d"``).
+
+    They are the file's business, not the linter's; under ``-W error`` they would
+    turn a valid file into a SyntaxError that is "not checked"::
+
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error")
+        ...     type(parse_source("x = 1()")).__name__
+        'Module'
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source, filename=path)
+
+
 def _check(source: str, path: str, codes: frozenset[str]) -> list[Finding]:
     try:
-        tree = ast.parse(source, filename=path)
+        tree = parse_source(source, path)
     except SyntaxError as error:
         return [Finding(error.lineno or 1, error.offset or 1, "STC901", f"syntax error: {error.msg}; the file was not checked")]
     except (RecursionError, MemoryError) as error:
