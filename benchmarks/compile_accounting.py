@@ -15,7 +15,6 @@ from __future__ import annotations
 import cProfile
 import time
 from collections.abc import Callable
-from typing import Any
 
 import thunder
 import thunder.core.proxies as thunder_proxies

@@ -127,8 +127,9 @@ Every figure is a ratio of two variants measured side by side in one process:
 rounds of all the variants of a comparison, the order rotated each round; the
 ratio is taken within each round, and the table gives the mean of the round
 ratios with its 95% bootstrap interval (percentile, 10,000 resamples, fixed
-seed). Times are the process's CPU time (`time.process_time`), so other work
-on the shared cores counts much less than in wall time.
+seed). Times are the process's CPU time (`time.process_time`): waiting for a
+core does not count, though other work on the shared cores still slows the CPU
+time down (see the notes).
 
 - enter/exit and `get_tracectx`: `timeit` with the statement inlined in its loop
   (no call of a wrapper per iteration; the garbage collector paused), the best
