@@ -28,7 +28,8 @@ matrix: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'tox>=4.20'
 	$(BIN)/tox
 
-# The benchmarks: ratios side by side, written to docs/performance.md and docs/overheads.png.
+# The benchmarks (~25 min; BENCH_* settings in benchmarks/bench_config.py): ratios side by side with
+# their 95% intervals, written to docs/performance.md and docs/overheads.png.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -r requirements/bench.txt
 	mkdir -p build

@@ -2,103 +2,100 @@
 
     python benchmarks/report.py build/bench.json
 
-Each ratio is computed per round (the variants of a round ran next to each other),
-then summarised as the median of the round ratios with their min-max spread.
+Each ratio is computed per round (the variants of a round ran next to each
+other), then summarised as the mean of the round ratios with its 95% bootstrap
+interval (``bench_stats.bootstrap_mean``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import platform
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_stats import Interval, bootstrap_mean  # noqa: E402
+from report_compile import COMPILE_GROUP, compile_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Comparison:
     group: str
     variant: str
     baseline: str
     label: str
     goal: float | None  # the ratio must be at most this (None: informational)
-    measure: str = "median"  # "median" of the benchmark's samples, or an extra_info key
 
 
 COMPARISONS = (
+    Comparison(COMPILE_GROUP, "strict, pass hooks off", "plain", "compile nanoGPT: install(STRICT), pass hooks off", 1.01),
+    Comparison(COMPILE_GROUP, "strict", "plain", "compile nanoGPT: install(STRICT), every pass hooked", 1.02),
+    Comparison(COMPILE_GROUP, "strict+audit", "plain", "compile nanoGPT: install(STRICT, audit=True)", 1.05),
     Comparison("enter/exit", "safe tracectx", "thunder tracectx", "tracectx enter/exit vs Thunder's tracectx", 1.0),
-    Comparison("enter/exit", "safe tracectx", "bare set/reset", "tracectx enter/exit vs the floor (bare set/reset)", None),
+    Comparison("enter/exit", "safe tracectx", "bare set/reset", "tracectx enter/exit vs a bare set/reset", None),
     Comparison("enter/exit", "safe scratch_trace", "thunder detached_trace", "scratch_trace vs Thunder's detached_trace", 1.0),
     Comparison("enter/exit", "safe traceless", "thunder tracectx", "traceless vs Thunder's tracectx", None),
-    Comparison("get_tracectx x1000", "installed", "not installed", "get_tracectx() installed vs not", 1.05),
-    Comparison(
-        "whole compile (fresh process)", "strict", "plain", "compile GPT fw+bw, install(STRICT) vs plain", 1.02, "compile"
-    ),
-    Comparison(
-        "whole compile (fresh process)",
-        "strict+audit",
-        "plain",
-        "compile GPT fw+bw, install(STRICT, audit=True) vs plain",
-        1.10,
-        "compile",
-    ),
-    Comparison("check_trace scaling", "3000 symbols", "300 symbols", "check_trace: 10x the symbols", 10.5),
+    Comparison("get_tracectx", "installed", "not installed", "get_tracectx() installed vs not", 1.05),
+    Comparison("check_trace scaling", "3000 symbols", "300 symbols", "check_trace: 300 to 3,000 symbols", 10.5),
+    Comparison("check_trace scaling", "30000 symbols", "3000 symbols", "check_trace: 3,000 to 30,000 symbols", 10.5),
     Comparison("lint the Thunder package", "safe-tracectx lint", "ast.parse", "lint Thunder vs ast.parse alone", 2.0),
 )
 
 
-def _value(bench: dict[str, Any], measure: str) -> float:
-    return float(bench["stats"]["median"] if measure == "median" else bench["extra_info"][measure])
+@dataclasses.dataclass(frozen=True)
+class Row:
+    label: str
+    interval: Interval
+    baseline: float
+    goal: float | None
+    group: str
+
+    @property
+    def met(self) -> str:
+        """yes: the whole interval is within the goal; no: none of it is; else undecided."""
+        if self.goal is None:
+            return ""
+        if self.interval.high <= self.goal:
+            return "yes"
+        return "**no**" if self.interval.low > self.goal else "undecided"
 
 
-def _rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    by_key: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+def samples_by_group(data: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
+    """group -> variant -> the value of each round (rounds aligned across the variants of a group)."""
+    found: dict[str, dict[str, list[float]]] = defaultdict(dict)
+    by_round: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for bench in data["benchmarks"]:
         info = bench["extra_info"]
-        by_key[(bench["group"], info["variant"])][info["round"]] = bench
-    rows = []
-    for comparison in COMPARISONS:
-        variant = by_key.get((comparison.group, comparison.variant), {})
-        baseline = by_key.get((comparison.group, comparison.baseline), {})
-        rounds = sorted(variant.keys() & baseline.keys())
-        if not rounds:
+        if "samples" in info:  # interleaved rounds run inside one benchmark
+            found[bench["group"]].update(info["samples"])
+        elif "round" in info:  # one pytest-parametrized benchmark per round and variant
+            by_round[bench["group"]][info["variant"]][info["round"]] = float(bench["stats"]["median"])
+    for group, variants in by_round.items():
+        rounds = sorted(set.intersection(*(set(r) for r in variants.values())))
+        for variant, values in variants.items():
+            found[group][variant] = [values[r] for r in rounds]
+    return found
+
+
+def rows(data: dict[str, Any]) -> list[Row]:
+    samples = samples_by_group(data)
+    found = []
+    for c in COMPARISONS:
+        group = samples.get(c.group, {})
+        if c.variant not in group or c.baseline not in group:
             continue
-        ratios = [_value(variant[r], comparison.measure) / _value(baseline[r], comparison.measure) for r in rounds]
-        median = statistics.median(ratios)
-        rows.append(
-            {
-                "label": comparison.label,
-                "ratio": median,
-                "low": min(ratios),
-                "high": max(ratios),
-                "rounds": len(rounds),
-                "baseline": statistics.median(_value(baseline[r], comparison.measure) for r in rounds),
-                "goal": comparison.goal,
-                "met": None if comparison.goal is None else median <= comparison.goal,
-            }
-        )
-    compile_runs = by_key.get(("whole compile (fresh process)", "plain"), {})
-    if compile_runs:
-        fractions = [b["extra_info"]["checks"] / b["extra_info"]["compile"] for b in compile_runs.values()]
-        traces = next(iter(compile_runs.values()))["extra_info"]["traces"]
-        rows.append(
-            {
-                "label": f"check_trace over all {traces} traces of the compile, as a fraction of it",
-                "ratio": statistics.median(fractions),
-                "low": min(fractions),
-                "high": max(fractions),
-                "rounds": len(fractions),
-                "baseline": statistics.median(b["extra_info"]["compile"] for b in compile_runs.values()),
-                "goal": 0.05,
-                "met": statistics.median(fractions) <= 0.05,
-            }
-        )
-    return rows
+        ratios = [v / b for v, b in zip(group[c.variant], group[c.baseline], strict=True)]
+        found.append(Row(c.label, bootstrap_mean(ratios), statistics.median(group[c.baseline]), c.goal, c.group))
+    return found
 
 
 def _unit(seconds: float) -> str:
@@ -109,72 +106,105 @@ def _unit(seconds: float) -> str:
     return f"{seconds * 1e6:.3f} µs"
 
 
-def render(data: dict[str, Any], rows: list[dict[str, Any]], command: str) -> str:
-    machine = data.get("machine_info", {})
-    versions = _versions()
-    lines = [
-        "# Performance",
-        "",
-        "Every figure is a ratio measured side by side in one run: each comparison ran as",
-        "rounds of its variants next to each other (A B A B ...), the whole compile in a",
-        "fresh process per measurement. The ratio is the median of the per-round ratios;",
-        "the spread is their min-max. These machines are shared and noisy.",
-        "",
-        "![overheads](overheads.png)",
-        "",
-        "| figure | median ratio | spread | rounds | baseline (median) | goal | met |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        goal = "" if row["goal"] is None else f"≤ {row['goal']:g}"
-        met = "" if row["met"] is None else ("yes" if row["met"] else "**no**")
-        lines.append(
-            f"| {row['label']} | {row['ratio']:.3f} | {row['low']:.3f}–{row['high']:.3f} | {row['rounds']} | "
-            f"{_unit(row['baseline'])} | {goal} | {met} |"
-        )
-    notes = Path(__file__).with_name("NOTES.md")
-    if notes.exists():
-        lines += ["", "## Notes", "", notes.read_text(encoding="utf-8").rstrip()]
-    lines += [
-        "",
-        f"Machine: {machine.get('cpu', {}).get('brand_raw', platform.processor() or '?')}, "
-        f"{machine.get('cpu', {}).get('count', '?')} cores, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}; {versions}.",
-        "",
-        f"Command: `{command}` (regenerates this page and the chart).",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _versions() -> str:
+def _machine(data: dict[str, Any]) -> str:
+    cpu = data.get("machine_info", {}).get("cpu", {})
     try:
+        import numpy
         import thunder
         import torch
 
-        return f"torch {torch.__version__}, lightning-thunder {thunder.__version__}"
+        versions = f"torch {torch.__version__}, lightning-thunder {thunder.__version__}, numpy {numpy.__version__}"
     except ImportError:  # pragma: no cover
-        return "versions unknown"
+        versions = "versions unknown"
+    return (
+        f"{cpu.get('brand_raw', platform.processor() or '?')}, {cpu.get('count', os.cpu_count())} cores "
+        f"(shared with other work), {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}, {versions}"
+    )
 
 
-def chart(rows: list[dict[str, Any]], path: Path) -> None:
+METHOD = """\
+Every figure is a ratio of two variants measured side by side in one process:
+rounds of all the variants of a comparison, the order rotated each round; the
+ratio is taken within each round, and the table gives the mean of the round
+ratios with its 95% bootstrap interval (percentile, 10,000 resamples, fixed
+seed). Times are the process's CPU time (`time.process_time`): waiting for a
+core does not count, though other work on the shared cores still slows the CPU
+time down (see the notes).
+
+- enter/exit and `get_tracectx`: `timeit` with the statement inlined in its loop
+  (no call of a wrapper per iteration; the garbage collector paused), the best
+  of 3 loops of 10,000 (200,000 for `get_tracectx`) per variant per round;
+  `install()`/`uninstall()` around each installed loop.
+- check_trace scaling: pytest-benchmark's calibrated timing, one benchmark per
+  round and variant, its median.
+- lint: one run per variant per round.
+- the compile: see below.
+
+**met**: *yes* if the whole interval is within the goal, **no** if none of it is,
+*undecided* if the interval straddles the goal."""
+
+
+def render(data: dict[str, Any], found: list[Row], command: str) -> str:
+    lines = [
+        "# Performance",
+        "",
+        METHOD,
+        "",
+        "![overheads](overheads.png)",
+        "",
+        "| figure | mean ratio | 95% interval | rounds | baseline (median) | goal | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in found:
+        goal = "" if row.goal is None else f"≤ {row.goal:g}"
+        i = row.interval
+        lines.append(
+            f"| {row.label} | {i.value:.3f} | {i.low:.3f}–{i.high:.3f} | {i.rounds} | {_unit(row.baseline)} | "
+            f"{goal} | {row.met} |"
+        )
+    compile_bench = next((b for b in data["benchmarks"] if b["group"] == COMPILE_GROUP), None)
+    if compile_bench is not None:
+        lines += ["", *compile_section(compile_bench["extra_info"])]
+    notes = Path(__file__).with_name("NOTES.md")
+    if notes.exists():
+        lines += ["", "## Notes", "", notes.read_text(encoding="utf-8").rstrip()]
+    lines += ["", f"Machine: {_machine(data)}.", "", f"Command: `{command}` (regenerates this page and the chart).", ""]
+    return "\n".join(lines)
+
+
+def chart(found: list[Row], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [r for r in rows if r["goal"] is not None and r["goal"] <= 2.0]
-    fig, ax = plt.subplots(figsize=(9, 0.55 * len(shown) + 1.2))
-    labels = [r["label"] for r in shown]
-    ratios = [r["ratio"] for r in shown]
-    errors = [[r["ratio"] - r["low"] for r in shown], [r["high"] - r["ratio"] for r in shown]]
-    colors = ["tab:green" if r["met"] else "tab:red" for r in shown]
-    ax.barh(labels, ratios, xerr=errors, color=colors, alpha=0.8, capsize=3)
-    for index, row in enumerate(shown):
-        ax.plot([row["goal"], row["goal"]], [index - 0.4, index + 0.4], color="black", linewidth=1.5)
-    ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
-    ax.set_xlabel("ratio (median of rounds; bars: min-max; black tick: goal)")
-    ax.invert_yaxis()
+    panels = [
+        ("whole compile (zoomed)", [r for r in found if r.group == COMPILE_GROUP]),
+        ("enter/exit, get_tracectx, lint", [r for r in found if r.group != COMPILE_GROUP and r.goal is not None and r.goal <= 2]),
+    ]
+    panels = [(title, shown) for title, shown in panels if shown]
+    heights = [len(shown) + 1 for _, shown in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 0.5 * sum(heights) + 1.6), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (title, shown) in zip(axes[:, 0], panels, strict=True):
+        values = [r.interval.value for r in shown]
+        errors = [[r.interval.value - r.interval.low for r in shown], [r.interval.high - r.interval.value for r in shown]]
+        colors = ["tab:green" if r.met == "yes" else "tab:red" if "no" in r.met else "tab:orange" for r in shown]
+        for index, row in enumerate(shown):
+            ax.errorbar([values[index]], [index], xerr=[[errors[0][index]], [errors[1][index]]], fmt="o",
+                        color=colors[index], capsize=4, markersize=6)
+            if row.goal is not None:
+                ax.plot([row.goal, row.goal], [index - 0.4, index + 0.4], color="black", linewidth=1.5)
+        ax.set_yticks(range(len(shown)), [r.label for r in shown])
+        ax.set_ylim(len(shown) - 0.5, -0.5)
+        ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
+        if title.startswith("whole"):
+            ax.set_xlim(0.97, max(1.08, max(r.interval.high for r in shown) + 0.01))
+        else:
+            ax.set_xlim(0, 2.1)
+        ax.set_title(title, fontsize=10)
+    axes[-1, 0].set_xlabel("ratio (dot: mean of the round ratios; bar: 95% interval; black tick: goal)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -184,12 +214,12 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     data = json.loads(Path(argv[0]).read_text())
-    rows = _rows(data)
-    command = "make bench"
-    (ROOT / "docs" / "performance.md").write_text(render(data, rows, command), encoding="utf-8")
-    chart(rows, ROOT / "docs" / "overheads.png")
-    for row in rows:
-        print(f"{row['label']:<62} {row['ratio']:.3f}  [{row['low']:.3f}-{row['high']:.3f}]  goal {row['goal']}")
+    found = rows(data)
+    (ROOT / "docs" / "performance.md").write_text(render(data, found, "make bench"), encoding="utf-8")
+    chart(found, ROOT / "docs" / "overheads.png")
+    for row in found:
+        i = row.interval
+        print(f"{row.label:<58} {i.value:.4f}  [{i.low:.4f}-{i.high:.4f}]  n={i.rounds}  goal {row.goal}  {row.met}")
     return 0
 
 

@@ -1,57 +1,65 @@
-"""The whole compile of the demo GPT (torch.compile executor, fw + bw, CPU), each run in a fresh process.
+"""The whole compile: Thunder's 4-layer test nanoGPT, default executors, forward + backward, in this process.
 
-The checks' cost is measured in the same processes: check_trace over every trace
-Thunder keeps for the compile, as a fraction of the compile time.
+Rounds of the variants (order rotated each round, a warm-up round discarded)
+run until the 95% interval of every ratio to "plain" is within ±1%, or a cap
+(``BENCH_COMPILE_MAX_MINUTES``, ``BENCH_COMPILE_MAX_ROUNDS``). Then the
+accounting cross-check (``compile_accounting``). Everything lands in the
+benchmark's ``extra_info`` for benchmarks/report.py.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import os
+from typing import Any
 
-import pytest
-from bench_config import ROUNDS
+from bench_config import COMPILE_MAX_MINUTES, COMPILE_MAX_ROUNDS, COMPILE_MIN_ROUNDS, COST_ROUNDS, HALF_WIDTH
+from bench_stats import Samples, bootstrap_mean, ratios, run_rounds
+from compile_accounting import check_fraction, count_calls, per_call_costs
+from nanogpt_compile import VARIANTS, Compile, hooked_objects, make_model, measure, snapshot
 from pytest_benchmark.fixture import BenchmarkFixture
 
-PROGRAM = r"""
-import json, os, sys, time, warnings
-os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
-warnings.simplefilter("ignore")
-import torch, thunder
-from thunder.executors.torch_compile import torch_compile_ex
-from safe_tracectx.demo.model import tiny_gpt
-from safe_tracectx.checks import check_trace
-from safe_tracectx.hooks import install, uninstall
-variant = sys.argv[1]
-model = tiny_gpt(seed=0)
-idx = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0))
-if variant != "plain":
-    install("strict", audit=variant == "strict+audit")
-started = time.perf_counter()
-jitted = thunder.jit(model, executors=[torch_compile_ex])
-_, loss = jitted(idx, idx)
-loss.backward()
-compile_seconds = time.perf_counter() - started
-uninstall()
-traces = [*thunder.last_traces(jitted), *thunder.last_backward_traces(jitted)]
-started = time.perf_counter()
-violations = sum(len(check_trace(t)) for t in traces)
-check_seconds = time.perf_counter() - started
-print(json.dumps({"compile": compile_seconds, "checks": check_seconds, "traces": len(traces), "violations": violations}))
-"""
+
+def _narrow(samples: Samples) -> bool:
+    return all(bootstrap_mean(ratios(samples, v, "plain")).half_width < HALF_WIDTH for v in VARIANTS[1:])
 
 
-@pytest.mark.parametrize("variant", ["plain", "strict", "strict+audit"])
-@pytest.mark.parametrize("round_", range(ROUNDS))
-def test_whole_compile(benchmark: BenchmarkFixture, round_: int, variant: str) -> None:
-    benchmark.group = "whole compile (fresh process)"
-    results: dict[str, float] = {}
+def test_nanogpt_compile(benchmark: BenchmarkFixture) -> None:
+    benchmark.group = "nanoGPT compile"
+    model, idx = make_model()
+    before = snapshot()
+    probes: dict[str, Samples] = {key: {v: [] for v in VARIANTS} for key in ("wall", "gc", "pass_hooks")}
+    info: dict[str, Any] = {"load_before": os.getloadavg()}
+    warmup = {v: measure(v, model, idx, lambda result, own: None) for v in VARIANTS}
+
+    def recorder(variant: str) -> Any:
+        def record(result: Compile, own: float) -> None:
+            probes["wall"][variant].append(result.wall)
+            probes["gc"][variant].append(result.gc)
+            probes["pass_hooks"][variant].append(own)
+
+        return record
 
     def run() -> None:
-        out = subprocess.run([sys.executable, "-c", PROGRAM, variant], capture_output=True, text=True, check=True)
-        results.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        calls = {v: (lambda v=v: measure(v, model, idx, recorder(v))) for v in VARIANTS}
+        samples, stop = run_rounds(
+            calls, rounds=COMPILE_MIN_ROUNDS, max_rounds=COMPILE_MAX_ROUNDS, max_seconds=COMPILE_MAX_MINUTES * 60,
+            done=_narrow,
+        )
+        info.update(samples=samples, stop=stop)
 
     benchmark.pedantic(run, rounds=1, iterations=1)  # type: ignore[no-untyped-call]
-    benchmark.extra_info.update(round=round_, variant=variant, **results)
-    assert results["violations"] == 0
+    assert hooked_objects(snapshot(), before) == []  # every uninstall() put every original back
+    info.update(
+        probes,
+        warmup=warmup,
+        counts=count_calls(model, idx),
+        costs=per_call_costs(COST_ROUNDS),
+        checks=check_fraction(model, idx),
+        load_after=os.getloadavg(),
+        half_width_goal=HALF_WIDTH,
+        limits={"min_rounds": COMPILE_MIN_ROUNDS, "max_rounds": COMPILE_MAX_ROUNDS, "max_minutes": COMPILE_MAX_MINUTES},
+    )
+    assert hooked_objects(snapshot(), before) == []
+    assert info["checks"]["violations"] == 0
+    assert info["counts"]["get_tracectx (Thunder's own)"] > 0
+    benchmark.extra_info.update(info)

@@ -1,19 +1,27 @@
-"""Enter/exit, the hot path under install(), check_trace scaling, and lint against ast.parse."""
+"""Enter/exit, the hot path under install(), check_trace scaling, and lint against ast.parse.
+
+Enter/exit and get_tracectx: interleaved rounds (order rotated), each variant
+timed in each round with timeit (the statement inlined in timeit's loop, best
+of 3 loops, process CPU time); lint: one CPU-timed run per variant per round.
+"""
 
 from __future__ import annotations
 
 import ast
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bench_config import ROUNDS
+from bench_config import LINT_ROUNDS, MICRO_ROUNDS, ROUNDS
+from bench_stats import cpu_timeit, run_rounds
 from pytest_benchmark.fixture import BenchmarkFixture
 from thunder.core import prims
 from thunder.core.devices import cpu
 from thunder.core.dtypes import float32
 from thunder.core.proxies import TensorProxy
-from thunder.core.trace import TraceCtx, detached_trace, get_tracectx, reset_tracectx, set_tracectx
+import thunder.core.trace as thunder_trace
+from thunder.core.trace import TraceCtx, detached_trace, reset_tracectx, set_tracectx
 from thunder.core.trace import tracectx as thunder_tracectx
 
 from safe_tracectx import scratch_trace, traceless, tracectx
@@ -23,73 +31,56 @@ from safe_tracectx.lint import lint_paths
 from safe_tracectx.lint.runner import iter_python_files
 
 TRACE = TraceCtx()
+NAMESPACE = {
+    "TRACE": TRACE,
+    "set_tracectx": set_tracectx,
+    "reset_tracectx": reset_tracectx,
+    "thunder_tracectx": thunder_tracectx,
+    "tracectx": tracectx,
+    "detached_trace": detached_trace,
+    "scratch_trace": scratch_trace,
+    "traceless": traceless,
+    "trace_module": thunder_trace,  # get_tracectx looked up where install() would replace it
+}
 
-
-def _bare() -> None:
-    token = set_tracectx(TRACE)
-    reset_tracectx(token)
-
-
-def _thunder() -> None:
-    with thunder_tracectx(TRACE):
-        pass
-
-
-def _safe() -> None:
-    with tracectx(TRACE):
-        pass
-
-
-def _detached() -> None:
-    with detached_trace():
-        pass
-
-
-def _scratch() -> None:
-    with scratch_trace():
-        pass
-
-
-def _traceless() -> None:
-    with traceless():
-        pass
-
-
-ENTER_EXIT: dict[str, Callable[[], None]] = {
-    "bare set/reset": _bare,
-    "thunder tracectx": _thunder,
-    "safe tracectx": _safe,
-    "thunder detached_trace": _detached,
-    "safe scratch_trace": _scratch,
-    "safe traceless": _traceless,
+#: One enter/exit of each, as the statement timeit repeats.
+ENTER_EXIT = {
+    "bare set/reset": "token = set_tracectx(TRACE); reset_tracectx(token)",
+    "thunder tracectx": "with thunder_tracectx(TRACE): pass",
+    "safe tracectx": "with tracectx(TRACE): pass",
+    "thunder detached_trace": "with detached_trace(): pass",
+    "safe scratch_trace": "with scratch_trace(): pass",
+    "safe traceless": "with traceless(): pass",
 }
 
 
-@pytest.mark.parametrize("variant", list(ENTER_EXIT))
-@pytest.mark.parametrize("round_", range(ROUNDS))
-def test_enter_exit(benchmark: BenchmarkFixture, round_: int, variant: str) -> None:
+def _timed(stmt: str, number: int) -> float:
+    return cpu_timeit(stmt, NAMESPACE, number=number)
+
+
+def test_enter_exit(benchmark: BenchmarkFixture) -> None:
     benchmark.group = "enter/exit"
-    benchmark.extra_info.update(round=round_, variant=variant)
-    benchmark(ENTER_EXIT[variant])
+    measure = {variant: (lambda stmt=stmt: _timed(stmt, 10_000)) for variant, stmt in ENTER_EXIT.items()}
+    samples, _ = benchmark.pedantic(run_rounds, (measure,), {"rounds": MICRO_ROUNDS}, rounds=1, iterations=1)  # type: ignore[no-untyped-call]
+    benchmark.extra_info.update(samples=samples, unit="CPU seconds per enter+exit")
 
 
-def _get_many() -> None:
-    for _ in range(1000):
-        get_tracectx()
-
-
-@pytest.mark.parametrize("variant", ["not installed", "installed"])
-@pytest.mark.parametrize("round_", range(ROUNDS))
-def test_hot_path_get_tracectx(benchmark: BenchmarkFixture, round_: int, variant: str) -> None:
-    benchmark.group = "get_tracectx x1000"
-    benchmark.extra_info.update(round=round_, variant=variant)
-    if variant == "installed":
+def _get_many(installed: bool) -> float:
+    if installed:
         install()
     try:
         with tracectx(TRACE):
-            benchmark(_get_many)
+            return _timed("trace_module.get_tracectx()", 200_000)
     finally:
-        uninstall()
+        if installed:
+            uninstall()
+
+
+def test_hot_path_get_tracectx(benchmark: BenchmarkFixture) -> None:
+    benchmark.group = "get_tracectx"
+    measure = {"not installed": lambda: _get_many(False), "installed": lambda: _get_many(True)}
+    samples, _ = benchmark.pedantic(run_rounds, (measure,), {"rounds": MICRO_ROUNDS}, rounds=1, iterations=1)  # type: ignore[no-untyped-call]
+    benchmark.extra_info.update(samples=samples, unit="CPU seconds per call")
 
 
 def _chain(length: int) -> TraceCtx:
@@ -119,6 +110,12 @@ THUNDER_DIR = str(Path(str(__import__("thunder").__file__)).parent)
 FILES = list(iter_python_files([THUNDER_DIR]))
 
 
+def _cpu(function: Callable[[], object]) -> float:
+    started = time.process_time()
+    function()
+    return time.process_time() - started
+
+
 def _parse_only() -> None:
     for path in FILES:
         ast.parse(path.read_bytes().decode("utf-8"))
@@ -128,9 +125,8 @@ def _lint() -> None:
     lint_paths([THUNDER_DIR])
 
 
-@pytest.mark.parametrize("variant", ["ast.parse", "safe-tracectx lint"])
-@pytest.mark.parametrize("round_", range(ROUNDS))
-def test_lint_thunder_package(benchmark: BenchmarkFixture, round_: int, variant: str) -> None:
+def test_lint_thunder_package(benchmark: BenchmarkFixture) -> None:
     benchmark.group = "lint the Thunder package"
-    benchmark.extra_info.update(round=round_, variant=variant, files=len(FILES))
-    benchmark.pedantic(_parse_only if variant == "ast.parse" else _lint, rounds=3, iterations=1)  # type: ignore[no-untyped-call]
+    measure = {"ast.parse": lambda: _cpu(_parse_only), "safe-tracectx lint": lambda: _cpu(_lint)}
+    samples, _ = benchmark.pedantic(run_rounds, (measure,), {"rounds": LINT_ROUNDS}, rounds=1, iterations=1)  # type: ignore[no-untyped-call]
+    benchmark.extra_info.update(samples=samples, unit="CPU seconds", files=len(FILES))
