@@ -87,8 +87,9 @@ def _die_with_parent() -> None:
         pass
 
 
-def _in_child(work: Callable[[], dict[str, Any]], timeout: int = RUN_TIMEOUT_SECONDS) -> dict[str, Any]:
+def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) -> dict[str, Any]:
     """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
+    timeout = RUN_TIMEOUT_SECONDS if timeout is None else timeout
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -161,10 +162,22 @@ class _ThreadDeaths:
 
 
 def _join_threads() -> None:
-    """Wait for the run's non-daemon threads, as Python does at exit (the run's alarm ends a hang)."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
+    """Wait for the run's non-daemon threads, as Python does at exit (the run's alarm ends a hang).
+
+    First, as Python's ``threading._shutdown`` does, the callbacks registered with
+    ``threading._register_atexit``: a thread pool never shut down (its workers are
+    not daemons) is told to stop there, so a join would otherwise wait forever.
+    (The run is a forked child that ends right after: the callbacks never run twice.)
+    """
+    for call in reversed(list(getattr(threading, "_threading_atexits", ()))):
+        call()
+    joined: set[threading.Thread] = set()
+    while pending := [
+        t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon and t not in joined
+    ]:
+        for thread in pending:  # a thread may start others while it ends: look again until none is left
             thread.join()
+            joined.add(thread)
 
 
 def _outcome(fired: BaseException | None, top: BaseException | None, died: tuple[str, BaseException] | None) -> str:

@@ -186,6 +186,23 @@ def test_a_fault_in_a_thread_that_the_main_program_sees_or_the_thread_handles_is
     assert (handled.outcomes, handled.findings) == ({"handled": 2}, [])
 
 
+def test_a_thread_pool_never_shut_down_ends_as_at_python_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its idle workers are not daemons: Python's exit tells them to stop before it joins, and so must the run."""
+    import concurrent.futures
+
+    import safe_tracectx.sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "RUN_TIMEOUT_SECONDS", 60)  # a hang fails the test, not the suite
+
+    def body() -> None:
+        pool = concurrent.futures.ThreadPoolExecutor(2)  # no shutdown(), no with: a script's module-level pool
+        pool.submit(_proxy_in_a_fresh_trace).result()
+
+    result = sweep(body)
+    assert result.points == 2 and result.outcomes == {"propagated": 2}
+    assert result.findings == []
+
+
 SWEPT_TESTS = '''
 from thunder.core import devices, dtypes
 from thunder.core.proxies import TensorProxy
