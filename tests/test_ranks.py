@@ -98,3 +98,20 @@ def test_rank_placeholder_outside_a_launch_is_rank_zero_for_json_too(
     assert main(["run", "--json", "audit-{rank}.json", "--data-file", "data-{rank}.json", str(program)]) == 0
     assert (program.parent / "audit-0.json").exists() and (program.parent / "data-0.json").exists()
     assert "audit log written to audit-0.json" in capsys.readouterr().out
+
+
+def test_doubled_braces_are_a_literal_brace_so_a_folder_with_braces_can_be_written(
+    program: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = program.parent / "run{1}"
+    folder.mkdir()
+    monkeypatch.delenv("RANK", raising=False)
+    assert main(["run", "--data-file", "run{{1}}/data-{rank}.json", "--json", "run{{1}}/{{a}}.json", str(program)]) == 0
+    assert (folder / "data-0.json").exists() and (folder / "{a}.json").exists()
+    assert "audit log written to run{1}/{a}.json" in capsys.readouterr().out
+    _launch(monkeypatch, "3")
+    assert main(["run", "--data-file", "run{{1}}/data.json", str(program)]) == 0
+    assert (folder / "data.rank3.json").exists()
+    assert main(["run", "--data-file", "run{1}/data.json", str(program)]) == ExitStatus.USAGE_ERROR
+    assert "{1} is not a placeholder; the one accepted is {rank}" in (err := capsys.readouterr().err)
+    assert "write {{ or }} for a literal brace" in err
