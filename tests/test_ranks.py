@@ -115,3 +115,18 @@ def test_doubled_braces_are_a_literal_brace_so_a_folder_with_braces_can_be_writt
     assert main(["run", "--data-file", "run{1}/data.json", str(program)]) == ExitStatus.USAGE_ERROR
     assert "{1} is not a placeholder; the one accepted is {rank}" in (err := capsys.readouterr().err)
     assert "write {{ or }} for a literal brace" in err
+
+
+def test_a_program_that_sets_rank_itself_is_still_a_single_process_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A single-process script often sets RANK/WORLD_SIZE for init_process_group: that is no launch."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    script = tmp_path / "single.py"
+    script.write_text("import os\nos.environ.setdefault('RANK', '0')\nos.environ.setdefault('WORLD_SIZE', '1')\n")
+    assert main(["run", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "[safe-tracectx] rank" not in out and "safe-tracectx audit report" in out  # the full report, not a rank's summary
+    assert not list(tmp_path.glob(".safe-tracectx.rank*.json"))  # and no data file it was not asked for
