@@ -122,8 +122,9 @@ def test_a_program_that_sets_rank_itself_is_still_a_single_process_run(
 ) -> None:
     """A single-process script often sets RANK/WORLD_SIZE for init_process_group: that is no launch."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    for name in ("RANK", "WORLD_SIZE"):  # set, then removed: monkeypatch restores what the program sets too
+        monkeypatch.setenv(name, "0")
+        monkeypatch.delenv(name)
     script = tmp_path / "single.py"
     script.write_text("import os\nos.environ.setdefault('RANK', '0')\nos.environ.setdefault('WORLD_SIZE', '1')\n")
     assert main(["run", str(script)]) == 0
