@@ -46,6 +46,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             item.runtest,
             max_runs=item.config.getoption("--safe-tracectx-sweep-max"),
             seed=item.config.getoption("--safe-tracectx-sweep-seed"),
+            join_threads=False,  # the call is not the program: a fixture's teardown may stop the threads it started
         )
         item.user_properties.append(("safe_tracectx_sweep", found.to_dict()))
         if found.findings:

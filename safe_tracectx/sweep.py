@@ -87,8 +87,9 @@ def _die_with_parent() -> None:
         pass
 
 
-def _in_child(work: Callable[[], dict[str, Any]], timeout: int = RUN_TIMEOUT_SECONDS) -> dict[str, Any]:
+def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) -> dict[str, Any]:
     """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
+    timeout = RUN_TIMEOUT_SECONDS if timeout is None else timeout
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -161,10 +162,22 @@ class _ThreadDeaths:
 
 
 def _join_threads() -> None:
-    """Wait for the run's non-daemon threads, as Python does at exit (the run's alarm ends a hang)."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
+    """Wait for the run's non-daemon threads, as Python does at exit (the run's alarm ends a hang).
+
+    First, as Python's ``threading._shutdown`` does, the callbacks registered with
+    ``threading._register_atexit``: a thread pool never shut down (its workers are
+    not daemons) is told to stop there, so a join would otherwise wait forever.
+    (The run is a forked child that ends right after: the callbacks never run twice.)
+    """
+    for call in reversed(list(getattr(threading, "_threading_atexits", ()))):
+        call()
+    joined: set[threading.Thread] = set()
+    while pending := [
+        t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon and t not in joined
+    ]:
+        for thread in pending:  # a thread may start others while it ends: look again until none is left
             thread.join()
+            joined.add(thread)
 
 
 def _outcome(fired: BaseException | None, top: BaseException | None, died: tuple[str, BaseException] | None) -> str:
@@ -182,7 +195,7 @@ def _outcome(fired: BaseException | None, top: BaseException | None, died: tuple
     return "replaced"
 
 
-def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> dict[str, Any]:
+def _run_once(body: Callable[[], None], target: int | None, policy: Policy, join_threads: bool = True) -> dict[str, Any]:
     """One run under the hooks with an injector armed (in the child)."""
     from safe_tracectx.context.blocks import TRACE_VAR
     from safe_tracectx.hooks import begin, faults
@@ -199,7 +212,8 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
         except BaseException as error:  # noqa: BLE001 - the outcome of this run
             top = error
         try:
-            _join_threads()
+            if join_threads:
+                _join_threads()
         except BaseException as error:  # noqa: BLE001 - Ctrl-C while waiting
             top = top or error
         finally:
@@ -242,9 +256,11 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy) -> d
     return {"outcome": outcome, "problems": problems, "stack": stack[starts[-1] + 1 :] if starts else stack}
 
 
-def count_points(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY) -> list[tuple[str, str | None]]:
+def count_points(
+    body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
+) -> list[tuple[str, str | None]]:
     """(kind, pass label) of each injection point of one run of ``body`` (run in a forked child)."""
-    result = _in_child(lambda: _run_once(body, None, policy))
+    result = _in_child(lambda: _run_once(body, None, policy, join_threads))
     if "points" not in result:
         raise RuntimeError(f"the counting run failed: {result.get('problems')}")
     if result.get("failed"):
@@ -255,9 +271,11 @@ def count_points(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY) -> 
     return [(kind, label) for kind, label in result["points"]]
 
 
-def run_point(body: Callable[[], None], index: int, *, policy: Policy = SWEEP_POLICY) -> dict[str, Any]:
+def run_point(
+    body: Callable[[], None], index: int, *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
+) -> dict[str, Any]:
     """Run ``body`` in a forked child with the fault at point ``index``: ``outcome``, ``problems``, ``stack``."""
-    return _in_child(lambda: _run_once(body, index, policy))
+    return _in_child(lambda: _run_once(body, index, policy, join_threads))
 
 
 def sweep(
@@ -268,15 +286,19 @@ def sweep(
     kinds: Iterable[str] | None = None,
     in_pass: str | None = None,
     policy: Policy = SWEEP_POLICY,
+    join_threads: bool = True,
     progress: Callable[[int, int, int], None] | None = None,
 ) -> SweepResult:
     """Count the injection points of ``body``, then inject at each.
 
     Only points of ``kinds`` (``set``, ``proxy``, ``pass``), inside a pass whose label contains
-    ``in_pass``; a seeded sample of ``max_runs`` of them.
+    ``in_pass``; a seeded sample of ``max_runs`` of them. ``join_threads``: wait for the run's
+    threads as Python does at exit; False when ``body`` is not a whole program (a test's call,
+    whose threads its fixtures' teardown may stop): a thread that died of the fault during
+    the run is reported either way.
     """
     started = time.perf_counter()
-    points = count_points(body, policy=policy)
+    points = count_points(body, policy=policy, join_threads=join_threads)
     wanted = set(kinds) if kinds is not None else None
     indices = [
         i
@@ -288,7 +310,7 @@ def sweep(
     outcomes: collections.Counter[str] = collections.Counter()
     findings: list[Finding] = []
     for done, index in enumerate(indices, 1):
-        result = run_point(body, index, policy=policy)
+        result = run_point(body, index, policy=policy, join_threads=join_threads)
         outcomes[result["outcome"]] += 1
         if result["problems"]:
             kind, label = points[index]

@@ -114,3 +114,33 @@ def test_outputs_take_traces() -> None:
                                                       "list of them, or Thunder's TraceResults, got str ('t0')")):
             p.outputs("t0")
         p.outputs(TraceCtx(), [TraceCtx()])
+
+
+def test_a_bare_decorator_is_refused_naming_the_call_to_write() -> None:
+    def regroup(trace: TraceCtx) -> TraceCtx:
+        return trace
+
+    with pytest.raises(TypeError, match=re.escape("got the function 'test_a_bare_decorator_is_refused_naming_the_call_"
+                                                  "to_write.<locals>.regroup': call it with the label, "
+                                                  "@audited_pass('regroup'), not bare @audited_pass")):
+        stc.audited_pass(regroup)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("wrapper", [staticmethod, classmethod])
+def test_a_static_or_class_method_object_is_refused_naming_the_order_to_write(wrapper: Any) -> None:
+    def regroup(trace: TraceCtx) -> TraceCtx:
+        return trace
+
+    name = wrapper.__name__
+    with pytest.raises(TypeError, match=re.escape(f"audited_pass('p') decorates a function, got a {name} object") +
+                       r".*" + re.escape(f": put @{name} above @audited_pass('p')")):
+        stc.audited_pass("p")(wrapper(regroup))
+
+    class Passes:  # the order the message asks for works, called on an instance too
+        @staticmethod
+        @stc.audited_pass("static")
+        def static(trace: TraceCtx) -> TraceCtx:
+            return trace
+
+    trace = TraceCtx()
+    assert Passes().static(trace) is trace and Passes.static(trace) is trace

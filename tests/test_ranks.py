@@ -98,3 +98,36 @@ def test_rank_placeholder_outside_a_launch_is_rank_zero_for_json_too(
     assert main(["run", "--json", "audit-{rank}.json", "--data-file", "data-{rank}.json", str(program)]) == 0
     assert (program.parent / "audit-0.json").exists() and (program.parent / "data-0.json").exists()
     assert "audit log written to audit-0.json" in capsys.readouterr().out
+
+
+def test_doubled_braces_are_a_literal_brace_so_a_folder_with_braces_can_be_written(
+    program: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = program.parent / "run{1}"
+    folder.mkdir()
+    monkeypatch.delenv("RANK", raising=False)
+    assert main(["run", "--data-file", "run{{1}}/data-{rank}.json", "--json", "run{{1}}/{{a}}.json", str(program)]) == 0
+    assert (folder / "data-0.json").exists() and (folder / "{a}.json").exists()
+    assert "audit log written to run{1}/{a}.json" in capsys.readouterr().out
+    _launch(monkeypatch, "3")
+    assert main(["run", "--data-file", "run{{1}}/data.json", str(program)]) == 0
+    assert (folder / "data.rank3.json").exists()
+    assert main(["run", "--data-file", "run{1}/data.json", str(program)]) == ExitStatus.USAGE_ERROR
+    assert "{1} is not a placeholder; the one accepted is {rank}" in (err := capsys.readouterr().err)
+    assert "write {{ or }} for a literal brace" in err
+
+
+def test_a_program_that_sets_rank_itself_is_still_a_single_process_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A single-process script often sets RANK/WORLD_SIZE for init_process_group: that is no launch."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("RANK", "WORLD_SIZE"):  # set, then removed: monkeypatch restores what the program sets too
+        monkeypatch.setenv(name, "0")
+        monkeypatch.delenv(name)
+    script = tmp_path / "single.py"
+    script.write_text("import os\nos.environ.setdefault('RANK', '0')\nos.environ.setdefault('WORLD_SIZE', '1')\n")
+    assert main(["run", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "[safe-tracectx] rank" not in out and "safe-tracectx audit report" in out  # the full report, not a rank's summary
+    assert not list(tmp_path.glob(".safe-tracectx.rank*.json"))  # and no data file it was not asked for

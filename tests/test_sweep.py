@@ -186,6 +186,23 @@ def test_a_fault_in_a_thread_that_the_main_program_sees_or_the_thread_handles_is
     assert (handled.outcomes, handled.findings) == ({"handled": 2}, [])
 
 
+def test_a_thread_pool_never_shut_down_ends_as_at_python_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its idle workers are not daemons: Python's exit tells them to stop before it joins, and so must the run."""
+    import concurrent.futures
+
+    import safe_tracectx.sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "RUN_TIMEOUT_SECONDS", 60)  # a hang fails the test, not the suite
+
+    def body() -> None:
+        pool = concurrent.futures.ThreadPoolExecutor(2)  # no shutdown(), no with: a script's module-level pool
+        pool.submit(_proxy_in_a_fresh_trace).result()
+
+    result = sweep(body)
+    assert result.points == 2 and result.outcomes == {"propagated": 2}
+    assert result.findings == []
+
+
 SWEPT_TESTS = '''
 from thunder.core import devices, dtypes
 from thunder.core.proxies import TensorProxy
@@ -244,3 +261,42 @@ def test_the_pytest_option_reports_a_masked_fault_with_the_line_that_masked_it(p
     assert "point 0: set_tracectx (masked)" in out and "masked or replaced exceptions: 1" in out
     assert "masked: UnboundLocalError: cannot access local variable 'token'" in out
     assert f"(raised at {path}:{_line(path, '# MASK')}) reached the top while the injected fault was being handled" in out
+
+
+THREAD_FIXTURE_TEST = '''
+import threading
+
+import pytest
+import safe_tracectx.sweep
+from thunder.core.trace import TraceCtx, reset_tracectx, set_tracectx
+
+safe_tracectx.sweep.RUN_TIMEOUT_SECONDS = 60  # a hang fails the test quickly, not after 600 s a run
+
+
+@pytest.fixture
+def worker_stop():
+    stop, started = threading.Event(), []
+    yield stop, started
+    stop.set()  # the fixture ends the thread the test started
+    for thread in started:
+        thread.join()
+
+
+def test_with_a_worker(worker_stop):
+    stop, started = worker_stop
+    started.append(threading.Thread(target=stop.wait, name="waiter"))
+    started[-1].start()
+    token = set_tracectx(TraceCtx())
+    try:
+        pass
+    finally:
+        reset_tracectx(token)
+'''
+
+
+def test_the_pytest_option_does_not_wait_for_threads_the_tests_fixtures_stop(pytester: pytest.Pytester) -> None:
+    """The call is not the whole program: its fixture's teardown stops the thread, so a join would hang."""
+    pytester.makepyfile(test_threaded=THREAD_FIXTURE_TEST)
+    result = pytester.runpytest_subprocess("--safe-tracectx-sweep", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "counting run failed" not in result.stdout.str()

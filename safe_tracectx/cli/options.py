@@ -84,7 +84,7 @@ def check_outputs(args: argparse.Namespace) -> str | None:
         if path is not None and (odd := unknown_placeholder(path)) is not None:
             return (
                 f"{option} {path}: {odd} is not a placeholder; the one accepted is {PLACEHOLDER} "
-                "(the global rank under torchrun, 0 in a single process)"
+                "(the global rank under torchrun, 0 in a single process); write {{ or }} for a literal brace"
             )
         target = rank_data_file(path, info) if path is not None or option == "--data-file" else None
         if target is not None and (problem := check_writable(target)) is not None:

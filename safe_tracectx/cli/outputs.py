@@ -9,6 +9,8 @@
     ('.safe-tracectx.rank3.json', 'a.json')
     >>> unknown_placeholder("audit/run-{rnak}.json"), unknown_placeholder("audit/run-{rank}.json")
     ('{rnak}', None)
+    >>> rank_data_file("run{{1}}/audit-{rank}.json", info)  # {{ and }}: a literal brace
+    'run{1}/audit-3.json'
 """
 
 from __future__ import annotations
@@ -24,24 +26,32 @@ __all__ = ["PLACEHOLDER", "finish_run", "rank_data_file", "unknown_placeholder",
 
 #: The one placeholder of an output path: the global rank (0 outside a launch).
 PLACEHOLDER: Final = "{rank}"
-_BRACED: Final = re.compile(r"\{[^{}/]*\}?|\}")
+#: ``{{`` and ``}}`` are a literal brace (as in ``str.format``): a folder named ``run{1}`` is ``run{{1}}``.
+_ESCAPES: Final = {"{{": "{", "}}": "}"}
+_BRACED: Final = re.compile(r"\{\{|\}\}|\{[^{}/]*\}?|\}")
+
+
+def _fill(path: str, rank: str) -> str:
+    """``path`` with each ``{rank}`` replaced by ``rank`` and each ``{{``/``}}`` made one brace."""
+    return _BRACED.sub(lambda m: rank if m.group() == PLACEHOLDER else _ESCAPES.get(m.group(), m.group()), path)
 
 
 def rank_data_file(path: str | None, info: RankInfo | None) -> str | None:
     """Where this process writes its data file: ``{rank}`` filled in; one file per rank under a launch."""
     if info is None:
-        return None if path is None else path.replace("{rank}", "0")
+        return None if path is None else _fill(path, "0")
     if path is None:
         return default_data_file(info)
-    if "{rank}" in path:
-        return path.replace("{rank}", str(info.rank))
+    if any(m.group() == PLACEHOLDER for m in _BRACED.finditer(path)):
+        return _fill(path, str(info.rank))
+    path = _fill(path, "")  # the escaped braces only
     stem, dot, suffix = path.rpartition(".")
     return f"{stem}.rank{info.rank}.{suffix}" if dot and "/" not in suffix else f"{path}.rank{info.rank}"
 
 
 def unknown_placeholder(path: str) -> str | None:
-    """The first ``{...}`` (or stray brace) of ``path`` that is not ``{rank}`` (None: there is none)."""
-    return next((m.group() for m in _BRACED.finditer(path) if m.group() != PLACEHOLDER), None)
+    """The first ``{...}`` (or stray brace) of ``path`` that is not ``{rank}``, ``{{`` or ``}}`` (None: there is none)."""
+    return next((m.group() for m in _BRACED.finditer(path) if m.group() != PLACEHOLDER and m.group() not in _ESCAPES), None)
 
 
 def write_document(document: dict[str, Any], path: str, *, compact: bool = False) -> None:

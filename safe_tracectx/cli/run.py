@@ -82,6 +82,11 @@ def run_audited(
 
     stream = out if out is not None else sys.stdout
     cwd = os.getcwd()  # reports and output paths are relative to where the run started, whatever the program does
+    try:  # read before the program runs: a launcher sets these then; a program's own os.environ.setdefault does not launch it
+        info = rank_info()
+    except RankEnvironmentError as error:  # run and demo refuse it before; a direct caller is told
+        print(f"safe-tracectx: {error}; this process is reported as a single-process run", file=sys.stderr)
+        info = None
     installation = begin(owner, policy, audit=True)
     log = installation.audit_log
     assert log is not None
@@ -108,11 +113,6 @@ def run_audited(
     document = log.to_dict()
     with log.stopped():
         document["jit_traces"] = recorder.runs()
-    try:
-        info = rank_info()
-    except RankEnvironmentError as error:  # checked before the run: the program itself changed the environment
-        print(f"safe-tracectx: {error}; this process is reported as a single-process run", file=sys.stderr)
-        info = None
     finish_run(
         document, info=info, json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
     )

@@ -57,6 +57,12 @@ def _given(value: object) -> str:
 def _check_arguments(label: object, inputs: object, kind: object, role: object, pair: object) -> tuple[Any, ...]:
     """The arguments of ``audited_pass``, checked: a TypeError or ValueError naming the one that is wrong."""
     if not isinstance(label, str) or not label.strip():
+        if callable(label):  # @audited_pass with no call: the function came as the label
+            raise TypeError(
+                f"audited_pass() takes its label as a non-empty str, got the function "
+                f"{getattr(label, '__qualname__', label)!r}: call it with the label, "
+                f"@audited_pass({getattr(label, '__name__', 'my pass')!r}), not bare @audited_pass"
+            )
         raise TypeError(f"audited_pass() takes its label as a non-empty str, got {_given(label)}")
     where = f"audited_pass({label!r})"
     if not isinstance(kind, str) or kind not in KINDS:
@@ -150,6 +156,12 @@ class audited_pass:
 
 def _refuse(where: str, fn: object) -> None:
     """A TypeError for what cannot be a pass: not callable, or run later (generator, coroutine)."""
+    if isinstance(fn, staticmethod | classmethod):  # the plain function we return would be bound as a method
+        what = type(fn).__name__
+        raise TypeError(
+            f"{where} decorates a function, got a {what} object ({getattr(fn, '__qualname__', fn)!r}): "
+            f"put @{what} above @{where[:-1]})"
+        )
     if not callable(fn):
         raise TypeError(f"{where} decorates a function, got {_given(fn)}")
     for test, what in (
