@@ -61,8 +61,8 @@ def test_a_generator_can_hold_an_audited_block_around_its_work() -> None:
         ({"inputs": TraceCtx()}, TypeError, "inputs takes an iterable of traces, e.g. inputs=(trace,), got a single TraceCtx"),
         ({"inputs": "fw"}, TypeError, "inputs takes an iterable of traces, e.g. inputs=(trace,), got str ('fw')"),
         ({"inputs": 3}, TypeError, "inputs takes an iterable of traces, e.g. inputs=(trace,), got int (3)"),
-        ({"inputs": (TraceCtx(), None)}, TypeError, "each of inputs must be a TraceCtx, a tuple or list of them, or "
-         "Thunder's TraceResults, got NoneType (None)"),
+        ({"inputs": (TraceCtx(), 3)}, TypeError, "each of inputs must be a TraceCtx, a tuple or list of them, or "
+         "Thunder's TraceResults (or None), got int (3)"),
         ({"kind": "remix"}, ValueError, "kind='remix' is not a kind of pass; use one of: tracing, transform, autodiff, "
          "execution, split, fusion, remat, user"),
     ],
@@ -88,8 +88,7 @@ def test_inputs_belong_to_a_block_and_a_decorator_takes_a_callable() -> None:
         stc.audited_pass("p")("f")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("installed", [False, True])
-def test_a_pair_pass_that_does_not_produce_two_traces_is_refused_at_call(installed: bool) -> None:
+def test_a_pair_pass_that_does_not_produce_two_traces_is_refused_at_call_while_installed() -> None:
     @stc.audited_pass("half pair", pair=True)
     def half(trace: TraceCtx) -> TraceCtx:
         return trace
@@ -98,20 +97,49 @@ def test_a_pair_pass_that_does_not_produce_two_traces_is_refused_at_call(install
     def whole(trace: TraceCtx) -> tuple[TraceCtx, TraceCtx]:
         return trace, TraceCtx()
 
-    with stc.audit() if installed else stc.use_policy("strict"):
+    @stc.audited_pass("no backward", pair=True)
+    def forward_only(trace: TraceCtx) -> tuple[TraceCtx, None]:
+        return trace, None
+
+    with stc.audit():
         assert len(whole(TraceCtx())) == 2
+        assert forward_only(TraceCtx())[1] is None  # a side may be absent
         with pytest.raises(ValueError, match=r"audited_pass\('half pair'\) \(.*half\) has pair=True but produced 1 "
                                              r"trace\(s\); a pair pass produces \(forward, backward\)"):
             half(TraceCtx())
         with pytest.raises(ValueError, match=r"the block audited_pass\('by hand'\) has pair=True but produced 0 trace"):
             with stc.audited_pass("by hand", pair=True):
                 pass
+        with stc.audited_pass("by hand, as one tuple", pair=True) as p:
+            p.outputs((TraceCtx(), TraceCtx()))
+
+
+def test_not_installed_an_audited_pass_only_calls_through() -> None:
+    """Even a pair pass that returns one trace: the check belongs to the audit, not to production runs."""
+
+    @stc.audited_pass("half pair", pair=True)
+    def half(trace: TraceCtx) -> TraceCtx:
+        return trace
+
+    trace = TraceCtx()
+    assert half(trace) is trace
+    with stc.audited_pass("by hand", pair=True):
+        pass
+
+
+def test_none_is_an_absent_trace_in_inputs_and_outputs() -> None:
+    fw = TraceCtx()
+    with stc.audit() as log:
+        with stc.audited_pass("optional backward", inputs=(fw, None)) as p:
+            p.outputs(fw, None)
+    (run,) = [r for r in log.pass_runs if r["label"] == "optional backward"]
+    assert len(run["fingerprints"]) == 1  # one output: the absent backward is no trace
 
 
 def test_outputs_take_traces() -> None:
     with stc.audited_pass("by hand") as p:
         with pytest.raises(TypeError, match=re.escape("audited_pass('by hand').outputs() takes a TraceCtx, a tuple or "
-                                                      "list of them, or Thunder's TraceResults, got str ('t0')")):
+                                                      "list of them, or Thunder's TraceResults (or None), got str ('t0')")):
             p.outputs("t0")
         p.outputs(TraceCtx(), [TraceCtx()])
 

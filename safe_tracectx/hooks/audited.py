@@ -77,15 +77,23 @@ def _check_arguments(label: object, inputs: object, kind: object, role: object, 
         raise TypeError(f"{where}: inputs takes an iterable of traces, e.g. inputs=(trace,), got {_given(inputs)}")
     found = tuple(inputs)
     for item in found:
-        if not traces_in(item):
-            raise TypeError(f"{where}: each of inputs must be {_TRACES}, got {_given(item)}")
+        if item is not None and not traces_in(item):  # None: an optional trace that is absent
+            raise TypeError(f"{where}: each of inputs must be {_TRACES} (or None), got {_given(item)}")
     return found
 
 
 def _check_pair(where: str, value: Any) -> None:
+    """A pair pass returns (forward, backward); either may be None (that side is absent, as without a backward)."""
+    while isinstance(value, tuple | list) and len(value) == 1 and isinstance(value[0], tuple | list):
+        value = value[0]  # p.outputs((fw, bw)) as well as p.outputs(fw, bw)
+    sides = list(value) if isinstance(value, tuple | list) else [value]
+    if len(sides) == 2 and all(side is None or isinstance(side, TraceCtx) for side in sides):
+        return
     count = len(traces_in(value))
-    if count != 2:
-        raise ValueError(f"{where} has pair=True but produced {count} trace(s); a pair pass produces (forward, backward)")
+    raise ValueError(
+        f"{where} has pair=True but produced {count} trace(s); a pair pass produces (forward, backward), "
+        "either of them None when absent"
+    )
 
 
 class audited_pass:
@@ -119,10 +127,9 @@ class audited_pass:
 
         @functools.wraps(fn)
         def audited(*args: P.args, **kwargs: P.kwargs) -> R:
-            if not is_installed():
-                result: R = fn(*args, **kwargs)
-            else:
-                result = run_pass(label, qualname, kind, fn, args, kwargs, role=role, pair=pair)
+            if not is_installed():  # not installed: only a call through
+                return fn(*args, **kwargs)
+            result: R = run_pass(label, qualname, kind, fn, args, kwargs, role=role, pair=pair)
             if pair:
                 _check_pair(f"{where} ({qualname})", result)
             return result
@@ -132,8 +139,8 @@ class audited_pass:
     def outputs(self, *traces: Any) -> None:
         """The traces the block produced (validated when it ends)."""
         for value in traces:
-            if not traces_in(value):
-                raise TypeError(f"audited_pass({self.label!r}).outputs() takes {_TRACES}, got {_given(value)}")
+            if value is not None and not traces_in(value):
+                raise TypeError(f"audited_pass({self.label!r}).outputs() takes {_TRACES} (or None), got {_given(value)}")
         self._outputs = traces
 
     def __enter__(self) -> audited_pass:
@@ -150,8 +157,8 @@ class audited_pass:
         run, self._run = self._run, None
         if run is not None:
             run.leave(self._outputs, failed=exc is not None)
-        if self.pair and exc is None:
-            _check_pair(f"the block audited_pass({self.label!r})", self._outputs)
+            if self.pair and exc is None:
+                _check_pair(f"the block audited_pass({self.label!r})", self._outputs)
 
 
 def _refuse(where: str, fn: object) -> None:
