@@ -13,10 +13,9 @@ Each entry is ``[symbol_name, [output names], [shape as a list, or None], [dtype
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["defined_names", "fingerprint"]
+__all__ = ["fingerprint", "names_defined_by"]
 
 
 def _shape(proxy: Any) -> list[Any] | None:
@@ -50,11 +49,19 @@ def fingerprint(trace: Any) -> list[list[Any]]:
     return entries
 
 
-def defined_names(entries: Iterable[list[Any]], *, skip_unpack: bool = False) -> set[str]:
-    """The names a fingerprinted trace defines (the backward's own unpacking left out with ``skip_unpack``)."""
-    return {
-        name
-        for symbol, names, *_ in entries
-        if not (skip_unpack and str(symbol).startswith("unpack"))
-        for name in names
-    }
+def names_defined_by(trace: Any, *, skip_unpack: bool = False) -> frozenset[str]:
+    """The output names of ``trace``'s top-level bound symbols (its own unpacking left out with ``skip_unpack``).
+
+    (Pass hooks keep one per pass output; thousands of small lists per compile
+    would make the garbage collector run more often.)::
+
+        >>> from thunder.core.trace import TraceCtx
+        >>> names_defined_by(TraceCtx())
+        frozenset()
+    """
+    names: set[str] = set()
+    for bsym in getattr(trace, "bound_symbols", ()):
+        if skip_unpack and str(getattr(getattr(bsym, "sym", None), "name", "?")).startswith("unpack"):
+            continue
+        names.update(p.name for p in getattr(bsym, "flat_proxy_outs", ()))
+    return frozenset(names)

@@ -190,9 +190,9 @@ def test_audited_pass_decorator_and_block_are_passes_with_validated_outputs() ->
 
 def test_the_culprit_is_the_first_pass_whose_output_made_the_clash() -> None:
     c = Compilation()
-    c.history.append(("split", "q.split", [["add", ["t0"], [None], [None]]], [["unpack_trivial", ["t0"], [None], [None]]]))
-    c.history.append(("A.transform_trace_post_optimization", "q.A", None, [["mul", ["t0"], [None], [None]]]))
-    c.history.append(("B.transform_trace_post_optimization", "q.B", None, [["mul", ["t0"], [None], [None]]]))
+    c.history.append(("split", "q.split", frozenset({"t0"}), frozenset()))  # the backward only unpacks t0
+    c.history.append(("A.transform_trace_post_optimization", "q.A", None, frozenset({"t0"})))
+    c.history.append(("B.transform_trace_post_optimization", "q.B", None, frozenset({"t0"})))
     assert c.culprit("t0") == ("A.transform_trace_post_optimization", "q.A")
 
 

@@ -2,13 +2,13 @@
 
 The interpretation pass starts a :class:`Compilation` in the thread; the split (or
 any pass returning a pair) sets the pair; each later pass whose role is forward
-or backward replaces its side. Every pass output is fingerprinted into the
+or backward replaces its side. The names each pass output defines are kept in the
 history, so the first pass whose output made a clash is found without re-running::
 
     >>> from safe_tracectx.hooks.pairs import Compilation
     >>> c = Compilation()
-    >>> c.history.append(("split", "split", [["add", ["t0"], [None], [None]]], [["add", ["t1"], [None], [None]]]))
-    >>> c.history.append(("MyTransform.transform_trace_post_optimization", "my", None, [["neg", ["t0"], [None], [None]]]))
+    >>> c.history.append(("split", "split", frozenset({"t0"}), frozenset({"t1"})))
+    >>> c.history.append(("MyTransform.transform_trace_post_optimization", "my", None, frozenset({"t0"})))
     >>> c.culprit("t0")
     ('MyTransform.transform_trace_post_optimization', 'my')
 """
@@ -19,14 +19,14 @@ import threading
 import weakref
 from typing import Any
 
-from safe_tracectx.fingerprint import defined_names
 
 __all__ = ["Compilation", "current", "is_backward", "signature_name", "start"]
 
 _local = threading.local()
 
-#: (label, qualname, forward fingerprint or None, backward fingerprint or None) per pass output.
-HistoryEntry = tuple[str, str, list[list[Any]] | None, list[list[Any]] | None]
+#: (label, qualname, names the forward defines or None, names the backward defines - its own unpacking
+#: left out - or None) per pass output (``fingerprint.names_defined_by``).
+HistoryEntry = tuple[str, str, frozenset[str] | None, frozenset[str] | None]
 
 
 class Compilation:
@@ -66,13 +66,13 @@ class Compilation:
 
     def culprit(self, name: str) -> tuple[str, str]:
         """(label, qualname) of the first pass after whose output both sides define ``name``."""
-        forward: set[str] = set()
-        backward: set[str] = set()
+        forward: frozenset[str] = frozenset()
+        backward: frozenset[str] = frozenset()
         for label, qualname, fw, bw in self.history:
             if fw is not None:
-                forward = defined_names(fw)
+                forward = fw
             if bw is not None:
-                backward = defined_names(bw, skip_unpack=True)
+                backward = bw
             if name in forward and name in backward:
                 return label, qualname
         return ("?", "?") if not self.history else self.history[-1][:2]

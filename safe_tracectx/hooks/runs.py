@@ -24,7 +24,7 @@ from safe_tracectx import events
 from safe_tracectx.actions import act
 from safe_tracectx.callsite import find_call_site
 from safe_tracectx.checks import Violation, check_forward_backward, check_trace
-from safe_tracectx.fingerprint import fingerprint
+from safe_tracectx.fingerprint import fingerprint, names_defined_by
 from safe_tracectx.hooks import faults, pairs
 from safe_tracectx.labels import describe_trace
 
@@ -134,14 +134,14 @@ def _pair_violations(run: PassRun, outputs: list[TraceCtx], compilation: pairs.C
         if compilation is None:
             return [(v, *here) for v in found]
         compilation.forward, compilation.backward = outputs
-        compilation.history.append((*here, fingerprint(outputs[0]), fingerprint(outputs[1])))
+        compilation.history.append((*here, names_defined_by(outputs[0]), _backward_names(outputs[1])))
     elif compilation is not None and run.role in ("forward", "backward") and len(outputs) == 1:
         if run.role == "forward":
             compilation.forward = outputs[0]
-            compilation.history.append((*here, fingerprint(outputs[0]), None))
+            compilation.history.append((*here, names_defined_by(outputs[0]), None))
         else:
             compilation.backward = outputs[0]
-            compilation.history.append((*here, None, fingerprint(outputs[0])))
+            compilation.history.append((*here, None, _backward_names(outputs[0])))
         if compilation.forward is None or compilation.backward is None:
             return []
         found = check_forward_backward(compilation.forward, compilation.backward)
@@ -150,6 +150,10 @@ def _pair_violations(run: PassRun, outputs: list[TraceCtx], compilation: pairs.C
     new = [v for v in found if v.name not in compilation.clashes]
     compilation.clashes.update(v.name for v in new)
     return [(v, *compilation.culprit(v.name)) for v in new]
+
+
+def _backward_names(trace: TraceCtx) -> frozenset[str]:
+    return names_defined_by(trace, skip_unpack=True)  # the backward unpacks the forward's saved names
 
 
 def _borrowed(run: PassRun, outputs: list[TraceCtx], compilation: pairs.Compilation | None) -> list[Violation]:
