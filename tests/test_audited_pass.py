@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from thunder.core.trace import TraceCtx
 
 import safe_tracectx as stc
+from safe_tracectx import STRICT
+from safe_tracectx.hooks import pairs
 from safe_tracectx.hooks.audited import declared_passes
 
 
@@ -105,7 +108,7 @@ def test_a_pair_pass_that_does_not_produce_two_traces_is_refused_at_call_while_i
         assert len(whole(TraceCtx())) == 2
         assert forward_only(TraceCtx())[1] is None  # a side may be absent
         with pytest.raises(ValueError, match=r"audited_pass\('half pair'\) \(.*half\) has pair=True but produced 1 "
-                                             r"trace\(s\); a pair pass produces \(forward, backward\)"):
+                                             r"trace\(s\) in a single TraceCtx; a pair pass produces \(forward, backward\)"):
             half(TraceCtx())
         with pytest.raises(ValueError, match=r"the block audited_pass\('by hand'\) has pair=True but produced 0 trace"):
             with stc.audited_pass("by hand", pair=True):
@@ -172,3 +175,42 @@ def test_a_static_or_class_method_object_is_refused_naming_the_order_to_write(wr
 
     trace = TraceCtx()
     assert Passes().static(trace) is trace and Passes.static(trace) is trace
+
+
+def _trace(fn_name: str, *outputs: tuple[str, str]) -> TraceCtx:
+    """A trace of the function ``fn_name`` whose bound symbols (symbol, output name) define those names."""
+    def fn(x: Any) -> None:
+        pass
+
+    fn.__name__ = fn.__qualname__ = fn_name  # the trace's signature name (backward_fn: a backward)
+    trace = TraceCtx(fn)
+    for symbol, name in outputs:
+        trace.bound_symbols.append(
+            SimpleNamespace(sym=SimpleNamespace(name=symbol), flat_proxy_args=[], subsymbols=[],
+                            flat_proxy_outs=[SimpleNamespace(name=name)])  # type: ignore[arg-type]
+        )
+        trace.names.add(name)
+    return trace
+
+
+def test_a_pair_pass_with_an_absent_side_replaces_only_the_side_it_produced() -> None:
+    """(None, bw) from a pass given the forward: bw is the new backward, never taken for the forward."""
+    start, fw = _trace("computation", ("add", "t0")), _trace("computation", ("add", "t0"))
+    bw = _trace("backward_fn", ("unpack_trivial", "t0"), ("mul", "t1"))
+    new_bw = _trace("backward_fn", ("unpack_trivial", "t0"), ("mul", "t1"))
+
+    @stc.audited_pass("split", pair=True)
+    def split(trace: TraceCtx) -> tuple[TraceCtx, TraceCtx]:
+        return fw, bw
+
+    @stc.audited_pass("new backward", pair=True)
+    def regenerate(forward: TraceCtx, backward: TraceCtx) -> tuple[None, TraceCtx]:
+        return None, new_bw
+
+    with stc.installed(STRICT):
+        compilation = pairs.start()
+        compilation.add(start)
+        split(start)
+        assert regenerate(fw, bw)[1] is new_bw  # no clash: the forward defines t0 only
+        assert compilation.forward is fw and compilation.backward is new_bw
+        assert compilation.history[-1] == ("new backward", f"{__name__}.{regenerate.__qualname__}", None, frozenset({"t1"}))

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +154,41 @@ def test_python_warnings_about_the_file_do_not_stop_the_check(folder: Path) -> N
     out = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert "STC901" not in out.stdout and "SyntaxWarning" not in out.stderr, out.stdout + out.stderr
     assert "odd.py:3" in out.stdout and "STC001" in out.stdout, out.stdout
+
+
+def test_parsing_in_two_threads_leaves_the_warning_filters_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each parse swaps the process-wide filters; interleaved, the later exit would restore the other's "ignore"."""
+    import threading
+    import warnings
+
+    from safe_tracectx.lint import runner
+
+    real_parse = ast.parse
+    a_in, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
+
+    def parse(source: str, *args: Any, **kwargs: Any) -> ast.Module:
+        if source == "a = 1":  # A: waits (a little) for B to be inside its parse too
+            a_in.set()
+            b_in.wait(timeout=0.5)
+        else:  # B: still inside when A leaves, if they overlap
+            b_in.set()
+            a_done.wait(timeout=0.5)
+        tree: ast.Module = real_parse(source, *args, **kwargs)
+        return tree
+
+    def first() -> None:
+        runner.parse_source("a = 1")
+        a_done.set()
+
+    with warnings.catch_warnings():  # put back for the next tests, whatever happens here
+        before = list(warnings.filters)
+        monkeypatch.setattr(ast, "parse", parse)  # the module runner parses with
+        a = threading.Thread(target=first)
+        b = threading.Thread(target=runner.parse_source, args=("b = 1",))
+        a.start()
+        assert a_in.wait(timeout=5)
+        b.start()
+        a.join()
+        b.join()
+        monkeypatch.undo()
+        assert warnings.filters == before

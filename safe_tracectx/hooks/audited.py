@@ -31,7 +31,7 @@ from thunder.core.trace import TraceCtx
 
 from safe_tracectx.hooks.installer import is_installed
 from safe_tracectx.hooks.runs import DECLARED as _declared
-from safe_tracectx.hooks.runs import PassRun, run_pass, traces_in
+from safe_tracectx.hooks.runs import PassRun, pair_sides, run_pass, traces_in
 from safe_tracectx.pass_catalog import KINDS
 
 __all__ = ["audited_pass", "declared_passes"]
@@ -84,15 +84,12 @@ def _check_arguments(label: object, inputs: object, kind: object, role: object, 
 
 def _check_pair(where: str, value: Any) -> None:
     """A pair pass returns (forward, backward); either may be None (that side is absent, as without a backward)."""
-    while isinstance(value, tuple | list) and len(value) == 1 and isinstance(value[0], tuple | list):
-        value = value[0]  # p.outputs((fw, bw)) as well as p.outputs(fw, bw)
-    sides = list(value) if isinstance(value, tuple | list) else [value]
-    if len(sides) == 2 and all(side is None or isinstance(side, TraceCtx) for side in sides):
+    if pair_sides(value) is not None:  # p.outputs((fw, bw)) as well as p.outputs(fw, bw)
         return
     count = len(traces_in(value))
     raise ValueError(
-        f"{where} has pair=True but produced {count} trace(s); a pair pass produces (forward, backward), "
-        "either of them None when absent"
+        f"{where} has pair=True but produced {count} trace(s) in {_given(value)}; a pair pass produces "
+        "(forward, backward), either of them None when absent"
     )
 
 

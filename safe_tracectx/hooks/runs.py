@@ -28,7 +28,7 @@ from safe_tracectx.fingerprint import fingerprint, names_defined_by
 from safe_tracectx.hooks import faults, pairs
 from safe_tracectx.labels import describe_trace
 
-__all__ = ["DECLARED", "PassRun", "current_run", "run_pass", "traces_in"]
+__all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
 
 #: ``audited_pass`` labels declared in this process -> their function (or ``block``); ``thunder_support()`` lists them.
 DECLARED: Final[dict[str, str]] = {}
@@ -47,6 +47,21 @@ def traces_in(value: Any) -> list[TraceCtx]:
         return []
     found = [getattr(value, a, None) for a in ("prologue_trace", "computation_trace", "epilogue_trace")]
     return [t for t in found if isinstance(t, TraceCtx)]
+
+
+def pair_sides(value: Any) -> tuple[TraceCtx | None, TraceCtx | None] | None:
+    """(forward, backward) of a pair pass's result, either None when absent; None if it is not a pair.
+
+    ``((fw, bw),)`` counts as ``(fw, bw)`` (a block's ``p.outputs((fw, bw))``).
+    """
+    while isinstance(value, tuple | list) and len(value) == 1 and isinstance(value[0], tuple | list):
+        value = value[0]
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        return None
+    fw, bw = value
+    if all(side is None or isinstance(side, TraceCtx) for side in (fw, bw)):
+        return fw, bw
+    return None
 
 
 class PassRun:
@@ -68,7 +83,8 @@ class PassRun:
             compilation = None  # a pass outside the compilation running in this thread
         #: The compilation this pass is part of (pair, history and what was reported already).
         self.compilation = compilation
-        if role is None and compilation is not None and self.inputs and kind in ("transform", "fusion", "user"):
+        # A pair pass's role is per side of its result, not its input's.
+        if role is None and not pair and compilation is not None and self.inputs and kind in ("transform", "fusion", "user"):
             role = compilation.role_of(self.inputs[0])
         self.role = role
         self.proxies = 0
@@ -95,7 +111,7 @@ class PassRun:
             if failed:
                 self._check_inputs_kept()
             else:
-                _finish(self, traces_in(result), seconds)
+                _finish(self, traces_in(result), seconds, pair_sides(result) if self.pair else None)
         finally:
             if tokens is not None:
                 events.current_pass.reset(tokens[0])
@@ -126,15 +142,25 @@ def run_pass(
     return result
 
 
-def _pair_violations(run: PassRun, outputs: list[TraceCtx], compilation: pairs.Compilation | None) -> list[tuple[Violation, str, str]]:
+def _pair_violations(
+    run: PassRun, outputs: list[TraceCtx], compilation: pairs.Compilation | None,
+    sides: tuple[TraceCtx | None, TraceCtx | None] | None,
+) -> list[tuple[Violation, str, str]]:
     """Forward/backward clashes this output introduced, each with the (label, qualname) of the pass that did."""
     here = (run.label, run.qualname)
-    if run.pair and len(outputs) == 2:
-        found = check_forward_backward(outputs[0], outputs[1])
+    if sides is not None:  # a pair pass: each side that is present replaces its side
+        fw, bw = sides
         if compilation is None:
-            return [(v, *here) for v in found]
-        compilation.forward, compilation.backward = outputs
-        compilation.history.append((*here, names_defined_by(outputs[0]), _backward_names(outputs[1])))
+            return [(v, *here) for v in check_forward_backward(fw, bw)] if fw is not None and bw is not None else []
+        if fw is not None:
+            compilation.forward = fw
+        if bw is not None:
+            compilation.backward = bw
+        compilation.history.append((
+            *here,
+            None if fw is None else names_defined_by(fw),
+            None if bw is None else _backward_names(bw),
+        ))
     elif compilation is not None and run.role in ("forward", "backward") and len(outputs) == 1:
         if run.role == "forward":
             compilation.forward = outputs[0]
@@ -142,11 +168,11 @@ def _pair_violations(run: PassRun, outputs: list[TraceCtx], compilation: pairs.C
         else:
             compilation.backward = outputs[0]
             compilation.history.append((*here, None, _backward_names(outputs[0])))
-        if compilation.forward is None or compilation.backward is None:
-            return []
-        found = check_forward_backward(compilation.forward, compilation.backward)
     else:
         return []
+    if compilation.forward is None or compilation.backward is None:
+        return []
+    found = check_forward_backward(compilation.forward, compilation.backward)
     new = [v for v in found if v.name not in compilation.clashes]
     compilation.clashes.update(v.name for v in new)
     return [(v, *compilation.culprit(v.name)) for v in new]
@@ -182,7 +208,9 @@ def _side(trace: Any, compilation: pairs.Compilation) -> str:
     return describe_trace(trace)
 
 
-def _finish(run: PassRun, outputs: list[TraceCtx], seconds: float) -> None:
+def _finish(
+    run: PassRun, outputs: list[TraceCtx], seconds: float, sides: tuple[TraceCtx | None, TraceCtx | None] | None = None
+) -> None:
     if run.traced_only and not (run.inputs or outputs or run.proxies):
         return
     compilation = run.compilation
@@ -192,7 +220,7 @@ def _finish(run: PassRun, outputs: list[TraceCtx], seconds: float) -> None:
     if compilation is not None:
         found = [f for f in found if (f[0].kind, f[0].name) not in compilation.reported]
         compilation.reported.update((f[0].kind, f[0].name) for f in found)
-    found += _pair_violations(run, outputs, compilation)
+    found += _pair_violations(run, outputs, compilation, sides)
     found += [(v, run.label, run.qualname) for v in _borrowed(run, outputs, compilation)]
     if compilation is not None:
         for trace in (*run.inputs, *outputs):

@@ -15,6 +15,7 @@ import ast
 import dataclasses
 import io
 import re
+import threading
 import tokenize
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -131,6 +132,9 @@ def _comments(source: str) -> dict[int, str]:
     return comments
 
 
+_PARSING = threading.Lock()
+
+
 def parse_source(source: str, path: str = "<source>") -> ast.Module:
     """``ast.parse`` without the parser's own warnings about the file (``1()``, ``"\\d"``).
 
@@ -142,7 +146,9 @@ def parse_source(source: str, path: str = "<source>") -> ast.Module:
         ...     type(parse_source("x = 1()")).__name__
         'Module'
     """
-    with warnings.catch_warnings():
+    # catch_warnings swaps the process-wide filter list: two threads interleaving it would
+    # leave one's "ignore" in place for good, so parses take turns.
+    with _PARSING, warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         return ast.parse(source, filename=path)
