@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
-from pathlib import Path
-from types import ModuleType
 
 import torch
 from thunder.core.transform_common import Transform
@@ -14,23 +10,14 @@ from thunder.core.transform_common import Transform
 from safe_tracectx import STRICT
 from safe_tracectx.checks import check_forward_backward, check_trace
 from safe_tracectx.hooks import installed
+from example_modules import load_example
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import thunder
 
 
-def _example() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "examples" / "recompute_in_backward.py"
-    spec = importlib.util.spec_from_file_location("recompute_in_backward", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-example = _example()
+example = load_example("recompute_in_backward")
 
 
 def _run(transforms: list[Transform]) -> tuple[tuple[torch.Tensor, ...], object]:

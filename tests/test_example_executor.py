@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -13,20 +11,12 @@ import torch
 import safe_tracectx as stc
 from safe_tracectx.cli import main
 from safe_tracectx.exitcodes import ExitStatus
+from example_modules import EXAMPLES, load_example
 
-PATH = Path(__file__).resolve().parent.parent / "examples" / "elementwise_executor.py"
-
-
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("elementwise_executor", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+PATH = EXAMPLES / "elementwise_executor.py"
 
 
-example = _example()
+example = load_example("elementwise_executor")
 
 
 def test_same_gradients_under_strict_and_its_fusion_pass_is_audited() -> None:
