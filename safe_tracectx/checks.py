@@ -26,6 +26,7 @@ from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx.arguments import expect_trace
+from safe_tracectx.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.callsite import CallSite
 from safe_tracectx.context.traceless_proxies import is_traceless, traceless_proxies_made
 from safe_tracectx.errors import BrokenTraceError, LeakedProxyError, NameClashError, TraceContextError
@@ -102,8 +103,8 @@ def _input_proxies(trace: TraceCtx) -> list[Proxy]:
 
 def _walk_region(bsyms: Iterable[Any]) -> Iterator[Proxy]:
     for bsym in bsyms:
-        yield from bsym.flat_proxy_args
-        yield from bsym.flat_proxy_outs
+        yield from proxy_args(bsym)
+        yield from proxy_outs(bsym)
         yield from _walk_region(bsym.subsymbols)
 
 
@@ -171,10 +172,10 @@ def check_trace(trace: TraceCtx) -> list[Violation]:
         own(proxy, name, "the trace", "trace inputs")
 
     for index, bsym in enumerate(trace.bound_symbols):
-        for proxy in bsym.flat_proxy_args:
+        for proxy in proxy_args(bsym):
             if id(proxy) not in settled:
                 use(proxy)
-        for proxy in bsym.flat_proxy_outs:
+        for proxy in proxy_outs(bsym):
             key = id(proxy)
             if key in settled:
                 continue
@@ -208,7 +209,7 @@ def _defined_names(trace: TraceCtx, *, skip_unpack: bool) -> dict[str, str]:
     for index, bsym in enumerate(trace.bound_symbols):
         if skip_unpack and bsym.sym.name.startswith("unpack"):
             continue
-        for proxy in bsym.flat_proxy_outs:
+        for proxy in proxy_outs(bsym):
             names.setdefault(proxy.name, _bsym_label(index, bsym))
     return names
 

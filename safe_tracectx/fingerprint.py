@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from safe_tracectx.bound_proxies import proxy_outs
+
 __all__ = ["fingerprint", "names_defined_by"]
 
 
@@ -37,7 +39,7 @@ def fingerprint(trace: Any) -> list[list[Any]]:
     """``[symbol_name, [names], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order."""
     entries: list[list[Any]] = []
     for bsym in getattr(trace, "bound_symbols", ()):
-        outs = list(getattr(bsym, "flat_proxy_outs", ()))
+        outs = proxy_outs(bsym)
         entries.append(
             [
                 str(getattr(getattr(bsym, "sym", None), "name", "?")),
@@ -63,5 +65,5 @@ def names_defined_by(trace: Any, *, skip_unpack: bool = False) -> frozenset[str]
     for bsym in getattr(trace, "bound_symbols", ()):
         if skip_unpack and str(getattr(getattr(bsym, "sym", None), "name", "?")).startswith("unpack"):
             continue
-        names.update(p.name for p in getattr(bsym, "flat_proxy_outs", ()))
+        names.update(p.name for p in proxy_outs(bsym))
     return frozenset(names)

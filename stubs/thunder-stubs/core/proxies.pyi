@@ -68,6 +68,16 @@ class TensorProxy(Proxy):
 class NumberProxy(Proxy):
     value: Any
     python_type: type
+    def __init__(
+        self,
+        name: str | None = None,
+        value: Any = None,
+        *,
+        python_type: type,
+        history: tuple[Any, ...] | None = None,
+        constraint: Any = None,
+        tags: set[Any] | None = None,
+    ) -> None: ...
 
 class IntegerProxy(NumberProxy):
     def __init__(

@@ -37,10 +37,27 @@ class BoundSymbol:
     output: Any
     subsymbols: Sequence[BoundSymbol]
     tags: set[Any]
+    def __init__(
+        self,
+        sym: Symbol,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        output: Any,
+        subsymbols: Sequence[BoundSymbol] = (),
+        header: str | list[str] = "",
+        source_filename: str | None = None,
+        source_positions: Any = None,
+        tags: set[Any] = ...,
+        _call_ctx: dict[str, Any] | None = None,
+        _import_ctx: dict[str, Any] = ...,
+        _object_ctx: dict[str, Any] = ...,
+        _executor: Any = None,
+    ) -> None: ...
+    # Cached properties: the first read stores them in the instance's __dict__.
     @property
-    def flat_proxy_args(self) -> list[Proxy]: ...
+    def flat_proxy_args(self) -> tuple[Proxy, ...]: ...
     @property
-    def flat_proxy_outs(self) -> list[Proxy]: ...
+    def flat_proxy_outs(self) -> tuple[Proxy, ...]: ...
     @property
     def flat_args(self) -> list[Any]: ...
     @property
