@@ -7,6 +7,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import pytest
 from thunder.core.trace import TraceCtx, get_tracectx, reset_tracectx, set_tracectx
@@ -16,6 +17,8 @@ from safe_tracectx import (
     TraceContextWarning,
     UnbalancedContextError,
     current_trace,
+    scratch_trace,
+    traceless,
     tracectx,
     use_policy,
 )
@@ -106,6 +109,29 @@ def test_entering_the_same_instance_twice_is_a_type_error(make_trace: MakeTrace)
         assert get_tracectx() is trace
     with pytest.raises(TypeError, match="already entered"):
         manager.__enter__()
+    assert get_tracectx() is None
+
+
+@pytest.mark.parametrize(
+    ("base", "make"),
+    [
+        (tracectx, lambda cls, trace: cls(trace)),
+        (scratch_trace, lambda cls, trace: cls(trace)),
+        (traceless, lambda cls, trace: cls()),
+        (use_policy, lambda cls, trace: cls("strict")),
+    ],
+)
+def test_a_subclass_that_skips_the_base_init_is_told_to_call_it(base: type, make: Any, make_trace: MakeTrace) -> None:
+    class Mine(base):  # type: ignore[misc]
+        def __init__(self, *args: object) -> None:
+            self.note = "forgot super().__init__"
+
+    outer = make_trace()
+    with tracectx(outer):
+        with pytest.raises(TypeError, match=rf"Mine was never initialised: .*super\(\).__init__.*{base.__name__}.__init__"):
+            with make(Mine, outer):
+                pass  # pragma: no cover
+        assert get_tracectx() is outer
     assert get_tracectx() is None
 
 

@@ -21,7 +21,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx.actions import act
 from safe_tracectx.arguments import expect_trace
 from safe_tracectx.callsite import find_call_site
-from safe_tracectx.context.blocks import ENDED, NEW, OPEN, OWNER_VAR, TRACE_VAR, Block
+from safe_tracectx.context.blocks import ENDED, NEW, OPEN, OWNER_VAR, TRACE_VAR, Block, not_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.context.readonly import Snapshot
 from safe_tracectx.errors import FIXES, ReadOnlyTraceError, TraceContextError
@@ -76,7 +76,11 @@ class tracectx(Block, Generic[_T]):
         self._read_only = True if read_only else False
 
     def __enter__(self) -> _T:
-        if self._state is not NEW:
+        try:
+            state = self._state
+        except AttributeError:  # a subclass whose __init__ skipped ours
+            raise not_initialised(self) from None
+        if state is not NEW:
             raise TypeError(
                 f"this {type(self).__name__}() was already entered; create a new one for each "
                 "with-block (or use it as a decorator, which makes one per call)"

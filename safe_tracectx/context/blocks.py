@@ -33,7 +33,7 @@ from safe_tracectx.callsite import find_call_site
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.labels import describe_trace
 
-__all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block", "open_blocks"]
+__all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block", "not_initialised", "open_blocks"]
 
 #: Thunder's trace ContextVar (never replaced: ``install()`` hooks set/reset, not the variable).
 TRACE_VAR: Final[ContextVar[Any]] = _thunder_trace._tracectx
@@ -52,6 +52,15 @@ _WRONG_CONTEXT: Final = (
     "an asyncio task, copy_context().run, a generator resumed elsewhere); nothing was changed, "
     "and it stays active where it was entered until it is exited there"
 )
+
+
+def not_initialised(block: object) -> TypeError:
+    """The error for a block whose subclass's ``__init__`` did not call its base's (it has no state to enter)."""
+    base = next((c for c in type(block).__mro__ if c.__module__.startswith("safe_tracectx.")), Block)
+    return TypeError(
+        f"{type(block).__qualname__} was never initialised: its __init__ must call "
+        f"super().__init__(...) ({base.__name__}.__init__ sets up the block before it can be entered)"
+    )
 
 
 class Block:

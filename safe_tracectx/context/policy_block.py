@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Final, TypeVar
 
 from safe_tracectx.actions import act
-from safe_tracectx.context.blocks import NEW, Block
+from safe_tracectx.context.blocks import NEW, Block, not_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.policy import POLICY_VAR, Policy, as_policy
 
@@ -48,7 +48,11 @@ class use_policy(Block):
         return f"use_policy({self._value!r})"
 
     def __enter__(self) -> Policy:
-        if self._state is not NEW:
+        try:
+            state = self._state
+        except AttributeError:  # a subclass whose __init__ skipped ours
+            raise not_initialised(self) from None
+        if state is not NEW:
             raise TypeError("this use_policy() was already entered; create a new one for each with-block")
         self._activate()
         policy: Policy = self._value
