@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from collections.abc import Iterator
+import enum
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -91,6 +94,18 @@ def test_every_pass_hooked_leaves_thunders_caches_as_thunder_does() -> None:
     assert _cold_symbols_after_a_compile("strict") == _cold_symbols_after_a_compile(None) > 0
 
 
+class Pair(tuple[Any, ...]):
+    """A tuple subclass: Thunder's pytree keeps it whole, as one leaf."""
+
+
+class Bag(dict[Any, Any]):
+    """A dict subclass: one leaf too."""
+
+
+class Color(enum.Enum):
+    RED = 1
+
+
 @dataclasses.dataclass
 class Holder:
     tensor: Any
@@ -108,6 +123,14 @@ def _tensor(name: str) -> TensorProxy:
         pytest.param(lambda a, b, n: ((a,), {"zeta": b, "alpha": [n, a], "mid": {"y": b, "x": a}}), id="kwargs-sorted"),
         pytest.param(lambda a, b, n: ((slice(n, None, 2), b), {}), id="slice"),
         pytest.param(lambda a, b, n: ((Holder(a), b), {}), id="dataclass-falls-back"),
+        pytest.param(lambda a, b, n: ((collections.OrderedDict(z=a, a=b),), {}), id="ordereddict-insertion-order"),
+        pytest.param(lambda a, b, n: ((collections.defaultdict(list, z=a, a=b),), {}), id="defaultdict-sorted"),
+        pytest.param(lambda a, b, n: (({"x": a, 1: b, None: n},), {}), id="mixed-keys-by-type"),
+        pytest.param(lambda a, b, n: (({object(): a, object(): b},), {}), id="unsortable-keys"),
+        pytest.param(lambda a, b, n: ((Pair((a,)), [b]), {}), id="tuple-subclass-is-a-leaf"),
+        pytest.param(lambda a, b, n: ((Bag(k=a), b), {}), id="dict-subclass-is-a-leaf"),
+        pytest.param(lambda a, b, n: ((collections.deque([b, a]), Color.RED, {1}, torch.ones(1)), {}), id="optree-types"),
+        pytest.param(lambda a, b, n: ((torch.Size([2]), a), {"od": collections.OrderedDict(z=b, a=n)}), id="kwargs"),
     ],
 )
 def test_containers_give_thunders_order(arguments: Any) -> None:
@@ -130,3 +153,53 @@ def test_a_cache_thunder_filled_is_read_as_it_is() -> None:
     bsym = BoundSymbol(prims.python_return, args=(a,), kwargs={}, output=None)
     cached = bsym.flat_proxy_args
     assert proxy_args(bsym) is cached
+
+
+def _bound(make_args: Callable[[TensorProxy], tuple[Any, ...]], output: Any = None) -> tuple[BoundSymbol, TensorProxy]:
+    with tracectx(TraceCtx()):
+        a = _tensor("a")
+    return BoundSymbol(prims.python_return, args=make_args(a), kwargs={}, output=output), a
+
+
+def _in(bsym: BoundSymbol) -> TraceCtx:
+    trace = TraceCtx()
+    trace.bound_symbols.append(bsym)
+    return trace
+
+
+def test_types_optree_keeps_whole_are_read_without_thunders_caches() -> None:
+    bsym, a = _bound(lambda a: (Color.RED, {1}, torch.ones(1), Pair((2,)), a))
+    assert _same(proxy_args(bsym), (a,))
+    assert "flat_proxy_args" not in bsym.__dict__
+
+
+def test_a_root_thunder_refuses_is_refused_as_thunder_does() -> None:
+    bsym, _ = _bound(lambda a: (), output=collections.OrderedDict(k=1))
+    with pytest.raises(TypeError, match="tree_flatten of type"):
+        proxy_outs(bsym)
+    with pytest.raises(TypeError, match="tree_flatten of type"):
+        check_trace(_in(bsym))  # as before: Thunder's own passes cannot read this symbol either
+
+
+def _nested(a: TensorProxy) -> tuple[Any, ...]:
+    nested: Any = a
+    for _ in range(600):
+        nested = [nested]
+    return (nested,)
+
+
+def _from_deep_in_the_stack(frames: int, read: Callable[[], tuple[Proxy, ...]]) -> tuple[Proxy, ...]:
+    return _from_deep_in_the_stack(frames - 1, read) if frames else read()
+
+
+def test_deep_arguments_read_deep_in_the_stack_as_thunder_reads_them() -> None:
+    # optree's depth limit does not count the caller's frames; a Python walk's does
+    bsym, a = _bound(_nested)
+    frames = sys.getrecursionlimit() - 300
+    assert _same(_from_deep_in_the_stack(frames, lambda: proxy_args(bsym)), (a,))
+    assert _same(_from_deep_in_the_stack(frames, lambda: bsym.flat_proxy_args), (a,))
+
+
+def test_check_trace_sees_no_proxy_inside_a_leaf() -> None:
+    bsym, _ = _bound(lambda a: (Pair((a,)),))
+    assert check_trace(_in(bsym)) == []  # Thunder's passes never see that proxy: no use before definition
