@@ -35,11 +35,16 @@ def _dtype(proxy: Any) -> str | None:
     return None if dtype is None else str(dtype)
 
 
+def _outs(bsym: Any) -> tuple[Any, ...]:
+    # Duck-typed like the rest of this module: an entry that is not a bound symbol has no outputs.
+    return proxy_outs(bsym) if hasattr(bsym, "output") else ()
+
+
 def fingerprint(trace: Any) -> list[list[Any]]:
     """``[symbol_name, [names], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order."""
     entries: list[list[Any]] = []
     for bsym in getattr(trace, "bound_symbols", ()):
-        outs = proxy_outs(bsym)
+        outs = _outs(bsym)
         entries.append(
             [
                 str(getattr(getattr(bsym, "sym", None), "name", "?")),
@@ -65,5 +70,5 @@ def names_defined_by(trace: Any, *, skip_unpack: bool = False) -> frozenset[str]
     for bsym in getattr(trace, "bound_symbols", ()):
         if skip_unpack and str(getattr(getattr(bsym, "sym", None), "name", "?")).startswith("unpack"):
             continue
-        names.update(p.name for p in proxy_outs(bsym))
+        names.update(p.name for p in _outs(bsym))
     return frozenset(names)
