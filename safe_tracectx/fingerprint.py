@@ -36,8 +36,8 @@ def _dtype(proxy: Any) -> str | None:
 
 
 def _outs(bsym: Any) -> tuple[Any, ...]:
-    # Duck-typed like the rest of this module: an entry that is not a bound symbol has no outputs.
-    return proxy_outs(bsym) if hasattr(bsym, "output") else ()
+    # Duck-typed like the rest of this module: an entry that is not a bound symbol gives its flat_proxy_outs, if any.
+    return proxy_outs(bsym) if hasattr(bsym, "output") else tuple(getattr(bsym, "flat_proxy_outs", ()))
 
 
 def fingerprint(trace: Any) -> list[list[Any]]:
