@@ -13,7 +13,6 @@ Each entry is ``[symbol_name, [output names], [shape as a list, or None], [dtype
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from safe_tracectx.bound_proxies import proxy_outs
@@ -21,12 +20,12 @@ from safe_tracectx.bound_proxies import proxy_outs
 __all__ = ["fingerprint", "names_defined_by"]
 
 
-def _shape(proxy: Any, seq: Callable[[Iterable[Any]], Any]) -> Any:
+def _shape(proxy: Any) -> list[Any] | None:
     shape = getattr(proxy, "_shape", None)
     if shape is None:
         return None
     try:
-        return seq(s if isinstance(s, int | float | str | bool) else str(s) for s in shape)
+        return [s if isinstance(s, int | float | str | bool) else str(s) for s in shape]
     except TypeError:
         return None
 
@@ -41,27 +40,18 @@ def _outs(bsym: Any) -> tuple[Any, ...]:
     return proxy_outs(bsym) if hasattr(bsym, "output") else tuple(getattr(bsym, "flat_proxy_outs", ()))
 
 
-def fingerprint(trace: Any, *, frozen: bool = False) -> list[Any]:
-    """``[symbol_name, [names], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order.
-
-    ``frozen``: each entry and its parts as tuples (the same JSON). The audit keeps one per pass
-    output: tuples of strings and numbers leave the garbage collector's tracking, lists never do::
-
-        >>> from thunder.core.trace import TraceCtx
-        >>> fingerprint(TraceCtx(), frozen=True)
-        []
-    """
-    seq: Callable[[Iterable[Any]], Any] = tuple if frozen else list
-    entries: list[Any] = []
+def fingerprint(trace: Any) -> list[list[Any]]:
+    """``[symbol_name, [names], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order."""
+    entries: list[list[Any]] = []
     for bsym in getattr(trace, "bound_symbols", ()):
         outs = _outs(bsym)
         entries.append(
-            seq((
+            [
                 str(getattr(getattr(bsym, "sym", None), "name", "?")),
-                seq(p.name for p in outs),
-                seq(_shape(p, seq) for p in outs),
-                seq(_dtype(p) for p in outs),
-            ))
+                [p.name for p in outs],
+                [_shape(p) for p in outs],
+                [_dtype(p) for p in outs],
+            ]
         )
     return entries
 

@@ -240,7 +240,7 @@ def _finish(
             changed=_changed(run.inputs, outputs),
             proxies=run.proxies,
             violations=[str(v) for v, _, _ in found],
-            fingerprints=[fingerprint(t, frozen=True) for t in outputs],
+            fingerprints=[fingerprint(t) for t in outputs],
         )
     for violation, label, qualname in found:
         act(violation.to_error(site, context=f"{label} ({qualname}) produced a trace where "))
