@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from thunder.core.symbol import BoundSymbol
+
 from safe_tracectx.bound_proxies import proxy_outs
 
 __all__ = ["fingerprint", "names_defined_by"]
@@ -37,7 +39,9 @@ def _dtype(proxy: Any) -> str | None:
 
 def _outs(bsym: Any) -> tuple[Any, ...]:
     # Duck-typed like the rest of this module: an entry that is not a bound symbol gives its flat_proxy_outs, if any.
-    return proxy_outs(bsym) if hasattr(bsym, "output") else tuple(getattr(bsym, "flat_proxy_outs", ()))
+    # Not `hasattr(bsym, "output")`: proxy_outs reads a BoundSymbol's __dict__ and, for an output it does not
+    # walk, its flat_proxy_outs, which a look-alike with an `output` may lack (AttributeError).
+    return proxy_outs(bsym) if isinstance(bsym, BoundSymbol) else tuple(getattr(bsym, "flat_proxy_outs", ()))
 
 
 def fingerprint(trace: Any) -> list[list[Any]]:

@@ -211,3 +211,14 @@ def test_fingerprint_stays_duck_typed_for_entries_that_are_not_bound_symbols() -
     odd = SimpleNamespace(bound_symbols=[object()])
     assert fingerprint(odd) == [["?", [], [], []]]
     assert names_defined_by(odd) == frozenset()
+
+
+def test_fingerprint_of_a_look_alike_with_an_output_reads_its_flat_proxy_outs() -> None:
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    proxy = _bound(lambda a: (a,))[1]
+    Entry = namedtuple("Entry", "output flat_proxy_outs")
+    odd = SimpleNamespace(bound_symbols=[SimpleNamespace(output=object()), Entry(proxy, (proxy,))])
+    assert [row[1] for row in fingerprint(odd)] == [[], [proxy.name]]  # was AttributeError (no flat_proxy_outs / __dict__)
+    assert names_defined_by(odd) == frozenset({proxy.name})
