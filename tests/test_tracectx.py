@@ -22,6 +22,7 @@ from safe_tracectx import (
     tracectx,
     use_policy,
 )
+from safe_tracectx.context.blocks import open_blocks
 
 MakeTrace = Callable[..., TraceCtx]
 
@@ -133,6 +134,43 @@ def test_a_subclass_that_skips_the_base_init_is_told_to_call_it(base: type, make
                 pass  # pragma: no cover
         assert get_tracectx() is outer
     assert get_tracectx() is None
+
+
+@pytest.mark.parametrize(
+    ("base", "make"),
+    [
+        (tracectx, lambda cls, trace: cls(trace)),
+        (scratch_trace, lambda cls, trace: cls(trace)),
+        (traceless, lambda cls, trace: cls()),
+        (use_policy, lambda cls, trace: cls("strict")),
+    ],
+)
+def test_an_uninitialised_subclass_is_told_at_exit_at_decoration_and_with_some_fields_set(
+    base: type, make: Any, make_trace: MakeTrace
+) -> None:
+    import contextlib
+
+    class Mine(base):  # type: ignore[misc]
+        def __init__(self, *args: object) -> None:
+            pass
+
+    class Partial(base):  # type: ignore[misc]
+        def __init__(self, *args: object) -> None:
+            self._state = 0  # NEW, but neither _value nor _read_only
+
+    outer = make_trace()
+    message = rf"was never initialised: .*{base.__name__}.__init__"
+    with tracectx(outer):
+        with pytest.raises(TypeError, match="Partial " + message):
+            with make(Partial, outer):
+                pass  # pragma: no cover
+        with pytest.raises(TypeError, match="Mine " + message):  # was AttributeError '_state'
+            with contextlib.ExitStack() as stack:
+                stack.push(make(Mine, outer))
+        with pytest.raises(TypeError, match="Mine " + message):  # at decoration (traceless's ran a plain traceless)
+            make(Mine, outer)(lambda: None)
+        assert get_tracectx() is outer
+    assert get_tracectx() is None and open_blocks() == []
 
 
 @pytest.mark.parametrize("bad", [42, "not a trace", object(), [TraceCtx()]])

@@ -21,7 +21,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx.actions import act
 from safe_tracectx.arguments import expect_trace
 from safe_tracectx.callsite import find_call_site
-from safe_tracectx.context.blocks import ENDED, NEW, OPEN, OWNER_VAR, TRACE_VAR, Block, not_initialised
+from safe_tracectx.context.blocks import ENDED, NEW, OPEN, OWNER_VAR, TRACE_VAR, Block, not_initialised, require_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.context.readonly import Snapshot
 from safe_tracectx.errors import FIXES, ReadOnlyTraceError, TraceContextError
@@ -76,17 +76,17 @@ class tracectx(Block, Generic[_T]):
         self._read_only = True if read_only else False
 
     def __enter__(self) -> _T:
+        trace: _T
         try:
-            state = self._state
-        except AttributeError:  # a subclass whose __init__ skipped ours
+            state, trace, read_only = self._state, self._value, self._read_only
+        except AttributeError:  # a subclass whose __init__ skipped ours (or set only some of its fields)
             raise not_initialised(self) from None
         if state is not NEW:
             raise TypeError(
                 f"this {type(self).__name__}() was already entered; create a new one for each "
                 "with-block (or use it as a decorator, which makes one per call)"
             )
-        trace: _T = self._value
-        if self._read_only:  # the snapshot before activating: if it raises, nothing changed
+        if read_only:  # the snapshot before activating: if it raises, nothing changed
             self._snapshot = Snapshot(trace) if trace is not None else None
         self._value_token = _trace_set(trace)
         self._owner_token = _owner_set(self)
@@ -97,7 +97,11 @@ class tracectx(Block, Generic[_T]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         # Block._deactivate_fast, inlined: this runs on every exit.
-        if self._state is OPEN and _owner_get() is self and _trace_get(None) is self._value:
+        try:
+            state = self._state
+        except AttributeError:  # never initialised (an ExitStack.push, a hand-called __exit__)
+            raise not_initialised(self) from None
+        if state is OPEN and _owner_get() is self and _trace_get(None) is self._value:
             try:
                 _trace_reset(self._value_token)
             except ValueError:
@@ -138,4 +142,5 @@ class tracectx(Block, Generic[_T]):
         return tracectx(self._value, read_only=self._read_only)
 
     def __call__(self, func: _F) -> _F:
+        require_initialised(self, "_value", "_read_only")  # at decoration, not at the first call
         return decorate(func, self._clone, what=f"{type(self).__name__}(...)")

@@ -33,7 +33,7 @@ from safe_tracectx.callsite import find_call_site
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.labels import describe_trace
 
-__all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block", "not_initialised", "open_blocks"]
+__all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block", "not_initialised", "open_blocks", "require_initialised"]
 
 #: Thunder's trace ContextVar (never replaced: ``install()`` hooks set/reset, not the variable).
 TRACE_VAR: Final[ContextVar[Any]] = _thunder_trace._tracectx
@@ -61,6 +61,12 @@ def not_initialised(block: object) -> TypeError:
         f"{type(block).__qualname__} was never initialised: its __init__ must call "
         f"super().__init__(...) ({base.__name__}.__init__ sets up the block before it can be entered)"
     )
+
+
+def require_initialised(block: object, *fields: str) -> None:
+    """Raise :func:`not_initialised` unless ``block`` has its state and ``fields`` (a decorator's check, once)."""
+    if not all(hasattr(block, name) for name in ("_state", *fields)):
+        raise not_initialised(block)
 
 
 class Block:

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Final, TypeVar
 
 from safe_tracectx.actions import act
-from safe_tracectx.context.blocks import NEW, Block, not_initialised
+from safe_tracectx.context.blocks import NEW, Block, not_initialised, require_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.policy import POLICY_VAR, Policy, as_policy
 
@@ -48,19 +48,20 @@ class use_policy(Block):
         return f"use_policy({self._value!r})"
 
     def __enter__(self) -> Policy:
+        policy: Policy
         try:
-            state = self._state
-        except AttributeError:  # a subclass whose __init__ skipped ours
+            state, policy = self._state, self._value
+        except AttributeError:  # a subclass whose __init__ skipped ours (or set only some of its fields)
             raise not_initialised(self) from None
         if state is not NEW:
             raise TypeError("this use_policy() was already entered; create a new one for each with-block")
         self._activate()
-        policy: Policy = self._value
         return policy
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        require_initialised(self)  # never initialised: an ExitStack.push, a hand-called __exit__
         if not self._deactivate_fast():
             for error in self._close():
                 act(error, in_flight=exc)
@@ -69,4 +70,5 @@ class use_policy(Block):
         return use_policy(self._value)
 
     def __call__(self, func: _F) -> _F:
+        require_initialised(self, "_value")  # at decoration, not at the first call
         return decorate(func, self._clone, what="use_policy(...)")
