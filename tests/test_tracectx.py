@@ -113,15 +113,16 @@ def test_entering_the_same_instance_twice_is_a_type_error(make_trace: MakeTrace)
     assert get_tracectx() is None
 
 
-@pytest.mark.parametrize(
-    ("base", "make"),
-    [
-        (tracectx, lambda cls, trace: cls(trace)),
-        (scratch_trace, lambda cls, trace: cls(trace)),
-        (traceless, lambda cls, trace: cls()),
-        (use_policy, lambda cls, trace: cls("strict")),
-    ],
-)
+#: Each block class, and how to construct a subclass of it around a trace.
+BLOCK_CLASSES = [
+    (tracectx, lambda cls, trace: cls(trace)),
+    (scratch_trace, lambda cls, trace: cls(trace)),
+    (traceless, lambda cls, trace: cls()),
+    (use_policy, lambda cls, trace: cls("strict")),
+]
+
+
+@pytest.mark.parametrize(("base", "make"), BLOCK_CLASSES)
 def test_a_subclass_that_skips_the_base_init_is_told_to_call_it(base: type, make: Any, make_trace: MakeTrace) -> None:
     class Mine(base):  # type: ignore[misc]
         def __init__(self, *args: object) -> None:
@@ -136,15 +137,7 @@ def test_a_subclass_that_skips_the_base_init_is_told_to_call_it(base: type, make
     assert get_tracectx() is None
 
 
-@pytest.mark.parametrize(
-    ("base", "make"),
-    [
-        (tracectx, lambda cls, trace: cls(trace)),
-        (scratch_trace, lambda cls, trace: cls(trace)),
-        (traceless, lambda cls, trace: cls()),
-        (use_policy, lambda cls, trace: cls("strict")),
-    ],
-)
+@pytest.mark.parametrize(("base", "make"), BLOCK_CLASSES)
 def test_an_uninitialised_subclass_is_told_at_exit_at_decoration_and_with_some_fields_set(
     base: type, make: Any, make_trace: MakeTrace
 ) -> None:
