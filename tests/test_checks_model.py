@@ -81,6 +81,13 @@ def _found(trace: TraceCtx) -> list[Found]:
     return [(v.kind, v.name, v.message, v.where) for v in check_trace(trace)]
 
 
+def _checked(trace: TraceCtx) -> list[tuple[str, str, str]]:
+    """(kind, name, where) of each violation, once the check is seen to agree with the model."""
+    found = _found(trace)
+    assert found == model(trace)
+    return [(kind, name, where) for kind, name, _, where in found]
+
+
 class _RandomTrace:
     """Proxies drawn from a few names: registered, unregistered (scratch), traceless; reused at random."""
 
@@ -151,11 +158,10 @@ def test_an_unregistered_input_is_reported_where_a_bound_symbol_first_meets_it()
     (b,) = _two("b", trace)
     trace.args = (a,)
     trace.bound_symbols += [prims.neg.bind(b, output=a), prims.neg.bind(a, output=None)]  # `a` met first as an output
-    assert [(v.kind, v.name, v.where) for v in check_trace(trace)] == [
+    assert _checked(trace) == [
         ("use-before-definition", "b", "bound symbol 0 (neg)"),
         ("unregistered-name", "a", "bound symbol 0 (neg)"),
     ]
-    assert _found(trace) == model(trace)
 
 
 def test_a_proxy_defined_twice_is_fine_and_a_second_proxy_is_reported_at_each_kind_once() -> None:
@@ -171,11 +177,10 @@ def test_a_proxy_defined_twice_is_fine_and_a_second_proxy_is_reported_at_each_ki
         prims.add.bind(x2, x2, output=None),
         prims.add.bind(x, x2, output=None),
     ]
-    assert [(v.kind, v.name, v.where) for v in check_trace(trace)] == [
+    assert _checked(trace) == [
         ("ssa-redefinition", "x", "bound symbol 2 (neg)"),
         ("name-clash", "x", "bound symbol 3 (add)"),
     ]
-    assert _found(trace) == model(trace)
 
 
 def test_a_nested_region_name_met_again_at_the_top_level_is_a_fusion_clash() -> None:
@@ -203,9 +208,8 @@ def test_a_traceless_proxy_used_again_and_again_is_reported_once() -> None:
         leaked = TensorProxy(shape=(2,), device=cpu, dtype=float32)
     trace.args = (a,)
     trace.bound_symbols += [prims.add.bind(a, leaked, output=None) for _ in range(3)]
-    assert [(v.kind, v.name) for v in check_trace(trace)] == [
+    assert [(kind, name) for kind, name, _ in _checked(trace)] == [
         ("use-before-definition", leaked.name),
         ("unregistered-name", leaked.name),
         ("traceless-proxy", leaked.name),
     ]
-    assert _found(trace) == model(trace)

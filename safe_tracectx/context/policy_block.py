@@ -61,7 +61,10 @@ class use_policy(Block):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        require_initialised(self)  # never initialised: an ExitStack.push, a hand-called __exit__
+        try:
+            self._state
+        except AttributeError:  # never initialised: an ExitStack.push, a hand-called __exit__
+            raise not_initialised(self) from None
         if not self._deactivate_fast():
             for error in self._close():
                 act(error, in_flight=exc)
