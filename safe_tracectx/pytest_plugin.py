@@ -225,6 +225,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput[_WORKER_KEY] = json.dumps(state.tests)
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist, pytest must not refuse the plugin
 def pytest_testnodedown(node: Any, error: object) -> None:
     """xdist controller: merge a worker's per-test summaries."""
     state = node.config.stash.get(_STATE, None)
