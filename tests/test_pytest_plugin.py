@@ -105,6 +105,18 @@ def test_inactive_unless_asked(pytester: pytest.Pytester) -> None:
     assert "= safe-tracectx =" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("mode", [None, "strict", "audit"])
+def test_without_xdist_the_plugin_loads_and_runs(pytester: pytest.Pytester, mode: str | None) -> None:
+    # `-p no:xdist` is an environment without pytest-xdist: its hooks are unknown there, and a plugin
+    # implementing one without optionalhook=True made pytest stop with PluginValidationError.
+    pytester.makepyfile(test_inactive=INACTIVE if mode is None else SEEDED)
+    options = [] if mode is None else [f"--safe-tracectx={mode}"]
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider", *options)
+    assert "PluginValidationError" not in result.stdout.str() + result.stderr.str()
+    expected = {"passed": 1} if mode is None else {"passed": 3} if mode == "audit" else {"passed": 3, "errors": 1}
+    assert _outcomes(result) == expected
+
+
 def test_xdist_workers_audit_and_the_report_is_merged(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_seeded=SEEDED, test_fixture=FIXTURE)
     result = pytester.runpytest_subprocess(
