@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from typing import Final, Literal, get_args
 
 __all__ = [
+    "AUDIT",
     "ENV_VAR",
     "LENIENT",
     "PRESETS",
@@ -92,7 +93,11 @@ LENIENT: Final = Policy(
     missing_trace="traceless", unbalanced="warn", name_clash="warn", leaked_proxy="warn", read_only="warn",
     broken_trace="warn",
 )
-PRESETS: Final[dict[str, Policy]] = {"strict": STRICT, "lenient": LENIENT}
+#: The non-raising mode of ``safe-tracectx run --policy audit`` and ``pytest --safe-tracectx=audit``: every
+#: violation is recorded by the audit (``act`` records before acting), nothing raises, warns or changes what
+#: Thunder does (a proxy made with no trace fails as it would without the hooks).
+AUDIT: Final = Policy(**{field.name: "ignore" for field in dataclasses.fields(Policy)})
+PRESETS: Final[dict[str, Policy]] = {"strict": STRICT, "lenient": LENIENT, "audit": AUDIT}
 
 #: The policy of the innermost ``use_policy`` block (per thread and asyncio task).
 POLICY_VAR: Final[ContextVar[Policy | None]] = ContextVar("safe_tracectx.policy", default=None)

@@ -25,13 +25,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from safe_tracectx.policy import PRESETS
+
 if TYPE_CHECKING:
     from safe_tracectx.auditlog import AuditLog
     from safe_tracectx.hooks import Installation
     from safe_tracectx.leftovers import Leftovers
     from safe_tracectx.policy import Policy
 
-MODES: Final = ("strict", "lenient", "audit")
+MODES: Final = tuple(PRESETS)  # strict, lenient, audit
 REPORT_SCHEMA: Final = "safe-tracectx/pytest"
 REPORT_VERSION: Final = 2
 _STATE: Final = pytest.StashKey["_PluginState"]()
@@ -68,16 +70,7 @@ class _PluginState:
         self.tests: dict[str, dict[str, Any]] = {}
 
     def policy(self) -> Policy:
-        import dataclasses
-
-        from safe_tracectx.policy import LENIENT, STRICT
-
-        if self.mode == "strict":
-            return STRICT
-        if self.mode == "lenient":
-            return LENIENT
-        # audit: every violation is recorded (act() records before acting) and nothing changes outcomes
-        return STRICT.replace(**{field.name: "ignore" for field in dataclasses.fields(STRICT)})
+        return PRESETS[self.mode]
 
 
 def _mode(config: pytest.Config) -> str | None:

@@ -15,6 +15,7 @@ import os
 import sys
 
 from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.policy import PRESETS
 
 __all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_folder", "check_outputs", "check_writable", "usage_error"]
 
@@ -26,7 +27,12 @@ AUDIT_OPTIONS_WITH_VALUE = frozenset(
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
     """``--policy``, ``--json``, ``--top``, ``--fail-on-violation``, ``--data-file``, ``--html``."""
-    parser.add_argument("--policy", choices=("strict", "lenient"), default="strict", help="default: strict")
+    parser.add_argument(
+        "--policy",
+        choices=tuple(PRESETS),
+        default="strict",
+        help="strict raises, lenient warns, audit only records (default: strict)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the audit as JSON (safe-tracectx report FILE reads it)")
     parser.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (default: 15; 0: none)")
     parser.add_argument(

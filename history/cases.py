@@ -1,0 +1,96 @@
+"""The corpus: one file per real Thunder bug, ``history/cases/<id>.toml``; this module is their only reader.
+
+    >>> from history.cases import load_cases
+    >>> cases = load_cases()
+    >>> all(case.fix != case.parent for case in cases)
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["CASES_DIR", "Case", "ORDINARY", "load_cases"]
+
+HERE: Final = Path(__file__).resolve().parent
+CASES_DIR: Final = HERE / "cases"
+PROGRAMS: Final = HERE / "programs"
+
+_REQUIRED: Final = ("pr", "summary", "parent", "fix", "names", "culprit")
+_OPTIONAL: Final = ("program", "test", "fast", "needs", "cpu_adapted", "note", "kind", "args")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A fix commit of Thunder, its parent (with the bug), what to run, and what we must report at the parent."""
+
+    id: str
+    pr: int
+    summary: str
+    parent: str
+    fix: str
+    #: The bug's own names: each must appear in what we report at the parent.
+    names: tuple[str, ...]
+    #: The pass (or step) that made the bug: our report must name it (a substring of its label).
+    culprit: str
+    #: A repro of our own (a file in history/programs/): exits 0 where Thunder is right, else fails.
+    program: str | None = None
+    #: Thunder's own regression test, as the node id at the fix commit (run against the parent's package).
+    test: str | None = None
+    #: Also run by ``make test``.
+    fast: bool = False
+    #: Extra PyPI packages the commits need (installed into a --target folder).
+    needs: tuple[str, ...] = ()
+    #: How a CUDA-only bug was brought to the CPU (its mechanism does not need CUDA).
+    cpu_adapted: str | None = None
+    #: The violation kind we expect (informative).
+    kind: str | None = None
+    note: str | None = None
+    #: Arguments for the program.
+    args: tuple[str, ...] = ()
+
+    @property
+    def runs_test(self) -> bool:
+        return self.test is not None
+
+    @property
+    def program_path(self) -> Path:
+        assert self.program is not None
+        return PROGRAMS / self.program
+
+
+def load_case(path: Path) -> Case:
+    """The case in ``path`` (its id is the file's name); a ValueError naming the file for a malformed one."""
+    with path.open("rb") as file:
+        entry = tomllib.load(file)
+    where = path.name
+    missing = [key for key in _REQUIRED if key not in entry]
+    unknown = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
+    if missing or unknown:
+        raise ValueError(f"{where}: missing {missing}, unknown {unknown}")
+    if ("program" in entry) == ("test" in entry):
+        raise ValueError(f"{where}: give exactly one of program= and test=")
+    values = dict(entry)
+    for key in ("names", "needs", "args"):
+        if key in values:
+            values[key] = tuple(values[key])
+    case = Case(id=path.stem, **values)
+    if case.program is not None and not case.program_path.is_file():
+        raise ValueError(f"{where}: no program {case.program_path}")
+    return case
+
+
+def load_cases(folder: Path = CASES_DIR) -> list[Case]:
+    """Every case, by id."""
+    return [load_case(path) for path in sorted(folder.glob("*.toml"))]
+
+
+#: The ordinary programs (history/programs/ordinary_*.py) and the Thunder versions they are run at.
+ORDINARY: Final = {
+    "programs": ("ordinary_mlp.py", "ordinary_block.py"),
+    "executors": ("default", "torch_compile"),
+    "versions": ("0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "main"),
+}
