@@ -38,10 +38,16 @@ from typing import Any, Final
 import optree
 import torch
 from thunder.core import devices, dtypes
-from thunder.core.baseutils import is_likely_from_collections_namedtuple
 from thunder.core.proxies import Proxy
 from thunder.core.pytree import OPTREE_NAMESPACE
 from torch.fx.immutable_collections import immutable_list
+
+try:  # since Thunder #1446 (2024-11-18) its tree_flatten takes a namedtuple root; before, it refused one
+    from thunder.core.baseutils import is_likely_from_collections_namedtuple
+except ImportError:  # pragma: no cover - a Thunder older than #1446
+
+    def is_likely_from_collections_namedtuple(x: Any) -> bool:  # type: ignore[misc]
+        return False
 
 __all__ = ["proxy_args", "proxy_outs"]
 

@@ -1,7 +1,16 @@
-"""Trace checks that never modify the trace they read.
+"""Trace checks judged by Thunder's semantics, that never modify the trace they read.
 
-A superset of ``thunder.dev_utils.check_trace.check_trace`` that, unlike it,
-makes no trace active and registers no name::
+Thunder turns a trace into a Python function by name: its parameters are the
+names of its signature, each top-level bound symbol assigns the names of its
+outputs, and every name a bound symbol reads must have been assigned before.
+A violation here means the generated program will fail, compute something
+else, or a name is about to clash: a use with no definition, a name defined
+twice (whatever the objects), a name the trace's namer will hand out again, a
+callee the program cannot name, a traceless proxy, two different computations
+sharing a name across fusion regions, a saved-for-backward hand-over that does
+not match, a forward symbol of a joint trace reading a backward value. Same-named objects are one variable, as in the program. Unlike
+``thunder.dev_utils.check_trace``, nothing is made active, no name registered,
+no cache filled::
 
     >>> import torch, thunder
     >>> from safe_tracectx.checks import check_trace
@@ -17,219 +26,207 @@ from safe_tracectx.extras import require_thunder
 
 require_thunder("safe_tracectx.checks")
 
-import dataclasses
-from collections.abc import Iterable, Iterator
-from typing import Any, Final, Literal
+import re
+from typing import Any, Final
 
-from thunder.core.proxies import Proxy
-from thunder.core.pytree import tree_flatten
+from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx.arguments import expect_trace
 from safe_tracectx.bound_proxies import proxy_args, proxy_outs
-from safe_tracectx.callsite import CallSite
 from safe_tracectx.context.traceless_proxies import is_traceless, traceless_proxies_made
-from safe_tracectx.errors import BrokenTraceError, LeakedProxyError, NameClashError, TraceContextError
+from safe_tracectx.handover import check_forward_backward, check_handover
 from safe_tracectx.labels import describe_trace
+from safe_tracectx.program import Program, signature_names
+from safe_tracectx.violations import KINDS, Violation, ViolationKind, bsym_label
 
-__all__ = ["Violation", "ViolationKind", "check_forward_backward", "check_trace"]
-
-ViolationKind = Literal[
-    "ssa-redefinition",
-    "use-before-definition",
-    "unregistered-name",
-    "name-clash",
-    "fusion-name-clash",
-    "traceless-proxy",
-    "forward-backward-clash",
-    "borrowed-namer",
+__all__ = [
+    "KINDS",
+    "Violation",
+    "ViolationKind",
+    "check_forward_backward",
+    "check_handover",
+    "check_trace",
+    "generatable",
+    "region_name_clashes",
+    "signature_names",
+    "trace_findings",
 ]
 
-_FIXES: Final[dict[str, str]] = {
-    "ssa-redefinition": "give the new proxy a fresh name (safe_tracectx.proxies.rename with the owning trace)",
-    "use-before-definition": "define the proxy before its first use, or reorder the bound symbols",
-    "unregistered-name": "name proxies while their trace is active (or commit scratch names with commit_names(into=trace))",
-    "name-clash": "one name must mean one proxy: rename one of them in a scratch_trace that reserves this trace",
-    "fusion-name-clash": "names must be unique across fusion regions for rematerialization: rename in a scratch_trace "
-    "that reserves the whole trace",
-    "traceless-proxy": "traceless proxies must never enter a trace: recreate it inside `with tracectx(trace):`",
-    "forward-backward-clash": "rename the backward's recomputed outputs (rename_outputs(bsyms, trace=bw, prefix='bw_'))",
-    "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "
-    "commit_names(into=bw)",
-}
+#: Prefixes Thunder's namers use (``TraceCtx.make_name``, the Proxy classes' defaults, explicit ``prefix=``).
+_PREFIXES: Final[frozenset[str]] = frozenset({
+    "_", "p", "t", "i", "f", "c", "b", "n", "s", "C", "tup", "lst", "d", "fc", "ft", "any", "obj", "m", "subscr",
+    "module", "q", "r", "dtensor_", "dtensor_spec",
+})
+_COUNTED: Final = re.compile(r"(\D*?)(\d+)")
 
 
-_ERRORS: Final[dict[str, type[TraceContextError]]] = {
-    "traceless-proxy": LeakedProxyError,
-    "use-before-definition": BrokenTraceError,
-}
+def generatable(name: str, trace: Any) -> bool:
+    """Whether ``trace``'s namer can still hand out ``name`` (a prefix Thunder uses, a count it has not reached)."""
+    match = _COUNTED.fullmatch(name)
+    if match is None or match.group(1) not in _PREFIXES:
+        return False
+    counter = getattr(trace, "name_ctr", 0)
+    return isinstance(counter, int) and int(match.group(2)) >= counter
 
 
-@dataclasses.dataclass(frozen=True)
-class Violation:
-    """One problem found in a trace: its kind, the name involved, where, and the fix."""
+def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Violation], list[Violation]]:
+    """(violations, notes) of ``trace``; reads only.
 
-    kind: ViolationKind
-    name: str
-    message: str
-    where: str
-
-    @property
-    def fix(self) -> str:
-        return _FIXES[self.kind]
-
-    def to_error(self, site: CallSite | None = None, *, context: str = "") -> TraceContextError:
-        """The error a policy acts on: LeakedProxyError for traceless proxies, BrokenTraceError for a use
-        before definition (a broken trace, not a naming bug), else NameClashError."""
-        error_type = _ERRORS.get(self.kind, NameClashError)
-        return error_type(f"{context}{self.message} ({self.where})", fix=self.fix, site=site)
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.message} ({self.where})"
-
-
-def _bsym_label(index: int, bsym: Any, region: str | None = None) -> str:
-    name = getattr(getattr(bsym, "sym", None), "name", "?")
-    return f"bound symbol {index} ({name})" + (f" in {region}" if region else "")
-
-
-def _input_proxies(trace: TraceCtx) -> list[Proxy]:
-    try:
-        flat, _ = tree_flatten((trace.args, trace.kwargs))  # type: ignore[no-untyped-call]
-    except Exception:  # noqa: BLE001 - unusual argument containers: no inputs to seed
-        return []
-    return [p for p in flat if isinstance(p, Proxy)]
-
-
-def _walk_region(bsyms: Iterable[Any]) -> Iterator[Proxy]:
-    for bsym in bsyms:
-        yield from proxy_args(bsym)
-        yield from proxy_outs(bsym)
-        yield from _walk_region(bsym.subsymbols)
-
-
-def check_trace(trace: TraceCtx) -> list[Violation]:
-    """Every violation in ``trace``; reads only (no name is registered, nothing is made active)."""
+    A note is a violation in dead code that Thunder's dead-code elimination
+    removes before the trace runs; with ``executed`` (the trace is about to
+    run as it is) there are no notes.
+    """
     expect_trace(trace, "check_trace()")
+    program = Program(trace)
     violations: list[Violation] = []
-    registered = trace.names
-    defined: set[str] = set()  # the names of top-level proxies
-    first_inputs: dict[str, Proxy] = {}  # name -> the first input proxy with it
-    # ids of proxies a bound symbol has used or defined and that are their name's first
-    # proxy: met again, such a proxy adds nothing new (each violation is reported once per
-    # kind and name), so it is skipped by one id lookup, with no name read, nothing kept
-    # for the garbage collector. The trace holds every proxy, so no id is reused meanwhile.
-    settled: set[int] = set()
-    region_owners: dict[str, tuple[Proxy, str]] = {}  # names met first inside a fusion region
+    notes: list[Violation] = []
     reported: set[tuple[str, str]] = set()
-    look_for_traceless = traceless_proxies_made()  # no per-proxy lookup until one exists
-    bsym: Any = None
-    index = -1
+    registered = trace.names
+    look_for_traceless = traceless_proxies_made()
+    dead: set[int] | None = None
 
-    def add(kind: ViolationKind, name: str, message: str, where: str | None = None) -> None:
-        if (kind, name) not in reported:
-            reported.add((kind, name))
-            violations.append(Violation(kind, name, message, where or _bsym_label(index, bsym)))
+    bsyms = trace.bound_symbols
 
-    def first_with_its_name(proxy: Proxy, name: str) -> bool:
-        """For a defined ``name``: is ``proxy`` the first top-level proxy with it?"""
-        return id(proxy) in settled or first_inputs.get(name) is proxy
-
-    def own(proxy: Proxy, name: str, region: str, where: str | None = None) -> None:
-        """One name is one proxy across fusion regions and the top level ("the trace")."""
-        if look_for_traceless and is_traceless(proxy):
-            add("traceless-proxy", name, f"traceless proxy {name} is used in {describe_trace(trace)}", where)
-        previous = region_owners.get(name)
-        if previous is not None:
-            another, first_region = previous[0] is not proxy, previous[1]
-        elif name in defined:
-            another, first_region = not first_with_its_name(proxy, name), "the trace"
-        else:
-            region_owners[name] = (proxy, region)
+    def add(kind: ViolationKind, name: str, message: str, index: int | None, *, note: bool = False) -> None:
+        nonlocal dead
+        if (kind, name) in reported:
             return
-        if another and first_region != region:
-            add("fusion-name-clash", name, f"name {name} is one proxy in {first_region} and another in {region}", where)
+        reported.add((kind, name))
+        where = "trace inputs" if index is None else bsym_label(index, bsyms[index])
+        violation = Violation(kind, name, message, where)
+        if index is not None and not executed and not note:
+            if dead is None:
+                dead = program.dead_indices()
+            note = index in dead
+        (notes if note and not executed else violations).append(violation)
 
-    def use(proxy: Proxy) -> None:
-        name = proxy.name
-        if name not in defined:
-            add("use-before-definition", name, f"{name} is used before any bound symbol defines it")
-            defined.add(name)
-            settled.add(id(proxy))
-        elif first_inputs.get(name) is proxy:
-            settled.add(id(proxy))
-        else:
-            add("name-clash", name, f"{name} names two different proxies")
-        if name not in registered:
-            add("unregistered-name", name, f"{name} is not registered in the trace's names")
-        own(proxy, name, "the trace")
+    def registration(proxy: Proxy, name: str, index: int | None) -> None:
+        if name not in registered and generatable(name, trace):
+            add(
+                "unregistered-name",
+                name,
+                f"{name} is not registered in the trace's names, and its namer (at {trace.name_ctr}) "
+                "will hand it out again",
+                index,
+            )
+        if look_for_traceless and is_traceless(proxy):
+            add("traceless-proxy", name, f"traceless proxy {name} is used in {describe_trace(trace)}", index)
 
-    for proxy in _input_proxies(trace):
-        name = proxy.name
-        if name not in defined:
-            defined.add(name)
-            first_inputs[name] = proxy
-        own(proxy, name, "the trace", "trace inputs")
-
-    for index, bsym in enumerate(trace.bound_symbols):
-        for proxy in proxy_args(bsym):
-            if id(proxy) not in settled:
-                use(proxy)
-        for proxy in proxy_outs(bsym):
-            key = id(proxy)
-            if key in settled:
-                continue
+    defined: dict[str, int] = dict.fromkeys(program.parameters, -1)  # name -> index of its definition (-1: parameter)
+    for proxy in program.input_proxies():
+        registration(proxy, proxy.name, None)
+    callees: dict[int, str | None] = {}  # id(symbol) -> its callee problem, for symbols called by their own name
+    for name, reader, source in program.forward_needs_cotangents():
+        add("forward-reads-backward", name,
+            f"{name} is a cotangent ({bsym_label(source, bsyms[source])}) that {bsym_label(reader, bsyms[reader])} "
+            "reads, and that symbol computes something the forward needs: the forward/backward split puts it in "
+            f"the forward, where {name} is never defined", reader)
+    deleted: dict[str, int] = {}  # name -> the `del` that ended it
+    for index, bsym in enumerate(bsyms):
+        reads = proxy_args(bsym)
+        for proxy in reads:
             name = proxy.name
             if name not in defined:
-                defined.add(name)
-                settled.add(key)
-            elif first_inputs.get(name) is proxy:
-                settled.add(key)
-            else:
-                add("ssa-redefinition", name, f"{name} is defined again by a different proxy")
-            if name not in registered:
-                add("unregistered-name", name, f"{name} is not registered in the trace's names")
-            if look_for_traceless or region_owners:
-                own(proxy, name, "the trace")
-        if getattr(bsym.sym, "is_fusion", False):
-            region = f"fusion region {bsym.sym.name}"
-            for proxy in _walk_region(bsym.subsymbols):
-                own(proxy, proxy.name, region)
-    return violations
-
-
-def _defined_names(trace: TraceCtx, *, skip_unpack: bool) -> dict[str, str]:
-    """name -> where, for every proxy a top-level bound symbol outputs.
-
-    Names internal to a fusion region are locals of the fusion's callable, so they
-    cannot clash across traces; check_trace checks them within a trace.
-    """
-    names: dict[str, str] = {}
-    bsym: Any
-    for index, bsym in enumerate(trace.bound_symbols):
-        if skip_unpack and bsym.sym.name.startswith("unpack"):
+                gone = deleted.get(name)
+                add(
+                    "use-before-definition",
+                    name,
+                    (f"{name} is used after {bsym_label(gone, bsyms[gone])} deleted it" if gone is not None else
+                     f"{name} is used before any bound symbol defines it")
+                    + ": the generated program would fail with UnboundLocalError: cannot access local variable "
+                    f"{name!r} where it is not associated with a value",
+                    index,
+                    # A trace on its way may return a name it declared (registered) for a later pass to define
+                    # (the gradients before the grad transform): a note until the trace is about to run.
+                    note=gone is None and name in registered and program.is_return(bsym),
+                )
+                defined[name] = index  # reported once
+            if look_for_traceless or name not in registered:
+                registration(proxy, name, index)
+        if program.is_del(bsym):  # `del a, b`: the names end here
+            for proxy in reads:
+                if defined.pop(proxy.name, None) is not None:
+                    deleted[proxy.name] = index
             continue
         for proxy in proxy_outs(bsym):
-            names.setdefault(proxy.name, _bsym_label(index, bsym))
-    return names
+            name = proxy.name
+            first = defined.get(name)
+            if first is None:
+                defined[name] = index
+            elif not _same_variable(bsym, proxy, reads, program):
+                before = "a parameter of the trace" if first == -1 else bsym_label(first, bsyms[first])
+                add("defined-twice", name, f"{name} is defined again, after {before}", index)
+            if look_for_traceless or name not in registered:
+                registration(proxy, name, index)
+        sym = bsym.sym
+        own_context = getattr(bsym, "_call_ctx", None) is not None
+        if not own_context and id(sym) in callees:
+            problem = callees[id(sym)]
+        else:
+            problem = program.callee_problem(bsym)
+            if not own_context:
+                callees[id(sym)] = problem
+        if problem is not None:
+            add("generated-code", program.callee(bsym), problem, index)
+        if getattr(sym, "is_fusion", False):
+            _check_region(bsym, index, add)
+    return violations, notes
 
 
-def check_forward_backward(fw: TraceCtx, bw: TraceCtx) -> list[Violation]:
-    """Names defined in both ``fw`` and ``bw`` other than by the backward unpacking its inputs.
+def _same_variable(bsym: Any, proxy: Proxy, reads: tuple[Proxy, ...], program: Program) -> bool:
+    """Whether a bound symbol that outputs an already-defined name leaves it the same variable: it returns its own
+    argument, it unpacks a value under the name it has, or it repeats a shape query (Thunder's
+    ``remove_duplicate_number_proxies`` drops such a symbol)."""
+    name = proxy.name
+    if any(p.name == name for p in reads) or program.is_unpack(bsym):
+        return True
+    # A number a shape query gave before: Thunder's remove_duplicate_number_proxies makes it the constant it is.
+    return isinstance(proxy, NumberProxy)
 
-    The hand-over (the saved-for-backward values the backward unpacks) is expected
-    to carry forward names; any other backward definition of a forward name is a clash.
-    """
-    expect_trace(fw, "check_forward_backward() fw", verb="must be")
-    expect_trace(bw, "check_forward_backward() bw", verb="must be")
-    fw_names = _defined_names(fw, skip_unpack=False)
-    bw_names = _defined_names(bw, skip_unpack=True)
-    return [
-        Violation(
-            "forward-backward-clash",
-            name,
-            f"{name} is defined in the forward trace ({fw_names[name]}) and again in the backward trace",
-            bw_names[name],
-        )
-        for name in sorted(fw_names.keys() & bw_names.keys())
-    ]
+
+def _check_region(region: Any, index: int, add: Any) -> None:
+    """A fusion region runs as a function of its own: its parameters are the fusion's inputs, its statements the
+    region's bound symbols (their subsymbols only say what each computes). Each name it reads must be one of them."""
+    label = f"fusion region {region.sym.name}"
+    inside = {p.name for p in proxy_args(region)}
+    for position, bsym in enumerate(region.subsymbols):
+        for proxy in proxy_args(bsym):
+            if proxy.name not in inside:
+                add("use-before-definition", proxy.name,
+                    f"{proxy.name} is used in {label} (its bound symbol {position}, "
+                    f"{getattr(bsym.sym, 'name', '?')}) but is neither an input of the region nor defined in it "
+                    "before: the fusion's function would fail with NameError", index)
+                inside.add(proxy.name)
+        inside.update(p.name for p in proxy_outs(bsym))
+
+
+def region_name_clashes(trace: TraceCtx) -> list[Violation]:
+    """Names computed in more than one fusion region of ``trace``: what fusion rematerialization, which finds a
+    value's producer and consumers by its name, needs never to happen in the trace it is given; reads only."""
+    first: dict[str, str] = {}
+    found: list[Violation] = []
+    reported: set[str] = set()
+    for index, bsym in enumerate(trace.bound_symbols):
+        if not getattr(bsym.sym, "is_fusion", False):
+            continue
+        where = bsym_label(index, bsym)
+        for sub in bsym.subsymbols:
+            for proxy in proxy_outs(sub):
+                name = proxy.name
+                earlier = first.setdefault(name, where)
+                if earlier != where and name not in reported:
+                    reported.add(name)
+                    found.append(Violation(
+                        "fusion-name-clash", name,
+                        f"{name} is computed in two fusion regions, {earlier} and {where}: rematerialization, "
+                        "which takes a name to mean one value, would take one for the other",
+                        where,
+                    ))
+    return found
+
+
+def check_trace(trace: TraceCtx, *, executed: bool = False) -> list[Violation]:
+    """Every violation in ``trace`` (dead code Thunder removes before running is left out); reads only."""
+    return trace_findings(trace, executed=executed)[0]
+

@@ -12,13 +12,15 @@ fix it::
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, Literal
+from typing import ClassVar, Final, Literal, get_args
 
 from safe_tracectx.callsite import CallSite
 
 __all__ = [
     "BrokenTraceError",
     "CheckName",
+    "TRACE_CHECKS",
+    "TraceCheck",
     "FIXES",
     "LeakedProxyError",
     "MissingTraceError",
@@ -28,10 +30,28 @@ __all__ = [
     "TraceContextWarning",
     "TracelessRecordingError",
     "UnbalancedContextError",
+    "UseBeforeDefinitionError",
 ]
 
 #: The policy's checks: each names one field of :class:`safe_tracectx.Policy`.
 CheckName = Literal["missing_trace", "unbalanced", "name_clash", "leaked_proxy", "read_only", "broken_trace"]
+
+#: The trace checks (``safe_tracectx.checks``), each of which a policy can give an action of its own
+#: (``use_policy("strict", defined_twice="warn")``, ``--check defined-twice=warn``).
+TraceCheck = Literal[
+    "use-before-definition",
+    "defined-twice",
+    "unregistered-name",
+    "fusion-name-clash",
+    "traceless-proxy",
+    "handover-mismatch",
+    "forward-reads-backward",
+    "generated-code",
+    "borrowed-namer",
+    "replaced-name",
+    "name-taken",
+]
+TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
 #: The fix of each kind of misuse, in one place (every message that needs one takes it from here).
 FIXES: Final[dict[str, str]] = {
@@ -61,6 +81,23 @@ FIXES: Final[dict[str, str]] = {
         "pair every install() with one uninstall() (or use `with installed(...):`); "
         "an installation made by installed(), audit(), `safe-tracectx run` or the pytest plugin is ended by its owner"
     ),
+    # the trace checks (safe_tracectx.violations), by kind
+    "use-before-definition": "define the proxy before its first use, or reorder the bound symbols",
+    "defined-twice": "give the new proxy a fresh name (safe_tracectx.proxies.rename with the owning trace)",
+    "unregistered-name": "name proxies while their trace is active (or commit scratch names with commit_names(into=trace))",
+    "fusion-name-clash": "one name must mean one value across the fusion regions of a trace given to "
+    "rematerialization: rename one of them (rename_outputs(bsyms, trace=trace, prefix='bw_'))",
+    "traceless-proxy": "traceless proxies must never enter a trace: recreate it inside `with tracectx(trace):`",
+    "handover-mismatch": "the backward must unpack exactly what the forward saves, in the same order "
+    "(update both sides together)",
+    "forward-reads-backward": "keep what reads a cotangent out of every symbol the forward needs: never fuse or "
+    "merge a backward computation into a symbol with a forward output (give it BoundSymbolTag.BACKWARD)",
+    "generated-code": "a bound symbol's name is what the generated program calls: give it an identifier that its "
+    "call context (bsym._call_ctx) defines",
+    "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "
+    "commit_names(into=bw)",
+    "replaced-name": "ask for a name the trace does not hold yet (or none), and use the name the proxy got",
+    "name-taken": "one name must mean one proxy: ask for a fresh name (no name=), or rename the other proxy",
 }
 
 
@@ -72,6 +109,13 @@ class TraceContextError(RuntimeError):
 
     #: The policy check (a field of Policy) that decides what happens to this error (None: always raised).
     check: ClassVar[CheckName | None] = None
+    #: The trace check that found it (a ``safe_tracectx.checks`` kind, e.g. ``use-before-definition``), if one did:
+    #: ``Policy.checks`` can give it an action of its own.
+    kind: str | None = None
+    #: The names it is about.
+    names: tuple[str, ...] = ()
+    #: The pass or step that made the trace it was found in (label, qualified name), when known.
+    culprit: tuple[str, str] | None = None
 
     def __init__(self, message: str, *, fix: str, site: CallSite | None = None) -> None:
         self.message = message
@@ -122,6 +166,14 @@ class BrokenTraceError(TraceContextError):
     """
 
     check = "broken_trace"
+
+
+class UseBeforeDefinitionError(BrokenTraceError, UnboundLocalError):
+    """A pass produced a trace that reads a name before defining it: its program would raise UnboundLocalError.
+
+    It is that error (``except UnboundLocalError`` still catches it), raised at
+    the pass that made the trace instead of when the program runs.
+    """
 
 
 class TracelessRecordingError(TraceContextError):

@@ -1,7 +1,11 @@
-"""A pass that breaks its trace (a use before definition) is reported, not raised: Thunder's own checks decide.
+"""A pass that breaks its trace (a use before definition): strict stops there, with the error its program would raise.
 
-The Transform is the one of Thunder's ``test_check_trace.py::test_debug_option``,
-which must have the same outcome plain and under ``--safe-tracectx=strict``.
+The error is an ``UnboundLocalError`` (what the generated program raises when
+it runs), raised at the pass that made the trace. With Thunder's own
+``DebugOptions(check_traces=True)`` on, Thunder rejects the trace itself and we
+only record it. The Transform is the one of Thunder's
+``test_check_trace.py::test_debug_option``, which must have the same outcome
+plain and under ``--safe-tracectx=strict``.
 """
 
 from __future__ import annotations
@@ -44,43 +48,47 @@ def _args() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(2, 2), torch.randn(2, 2)
 
 
-def test_the_presets_report_a_broken_trace_without_raising() -> None:
-    assert (STRICT.broken_trace, LENIENT.broken_trace) == ("warn", "warn")
-    assert STRICT.name_clash == "raise"  # the trace-context kinds still raise
+def test_strict_raises_a_broken_trace_as_the_error_its_program_would_raise() -> None:
+    assert (STRICT.broken_trace, LENIENT.broken_trace) == ("raise", "warn")
     broken = Violation("use-before-definition", "c", "c is used before any bound symbol defines it", "bound symbol 2")
-    assert isinstance(broken.to_error(), BrokenTraceError) and BrokenTraceError.check == "broken_trace"
-    kinds: tuple[ViolationKind, ...] = ("ssa-redefinition", "unregistered-name", "name-clash", "borrowed-namer")
+    error = broken.to_error()
+    assert isinstance(error, BrokenTraceError) and isinstance(error, UnboundLocalError)
+    kinds: tuple[ViolationKind, ...] = ("defined-twice", "unregistered-name", "borrowed-namer", "name-taken")
     for kind in kinds:
         assert type(Violation(kind, "c", "m", "w").to_error()) is NameClashError, kind
 
 
-def test_under_strict_thunders_own_debug_check_still_reports_the_broken_transform() -> None:
+def test_with_thunders_own_trace_checker_on_it_is_thunder_that_raises() -> None:
     debug = thunder.DebugOptions(check_traces=True)  # type: ignore[no-untyped-call]
     jitted = thunder.jit(fn, transforms=[BrokenTransform()], debug_options=debug)
-    with stc.audit() as log, pytest.warns(TraceContextWarning, match="c is used before") as caught:
+    with stc.audit() as log, installed(STRICT):
         with pytest.raises(AssertionError, match="unknown proxy"):
             jitted(*_args())
-    assert any("BrokenTransform.transform_traces_pre_prologue" in str(w.message) for w in caught)
     (violation,) = log.violations
     assert (violation.detail["code"], violation.detail["check"], violation.detail["action"]) == (
-        "BrokenTraceError", "broken_trace", "warn"
+        "UseBeforeDefinitionError", "broken_trace", "left to Thunder's check_traces"
     )
+    assert violation.detail["culprit"].startswith("BrokenTransform.transform_traces_pre_prologue")
     assert violation.pass_name == "BrokenTransform.transform_traces_pre_prologue"
 
 
-def test_without_the_debug_option_the_program_fails_as_it_would_plain() -> None:
+def test_strict_stops_at_the_pass_that_broke_the_trace_with_the_error_the_program_would_raise() -> None:
     jitted = thunder.jit(fn, transforms=[BrokenTransform()], executors=())
-    with installed(STRICT), pytest.warns(TraceContextWarning):
-        with pytest.raises(UnboundLocalError, match="cannot access local|referenced before assignment"):
-            jitted(*_args())
-
-
-def test_raising_on_a_broken_trace_is_one_override_away() -> None:
-    jitted = thunder.jit(fn, transforms=[BrokenTransform()], executors=())
-    with installed(STRICT), stc.use_policy("strict", broken_trace="raise"), pytest.raises(BrokenTraceError) as info:
+    with installed(STRICT), pytest.raises(UnboundLocalError, match="cannot access local") as info:
         jitted(*_args())
+    assert isinstance(info.value, BrokenTraceError)
     assert "BrokenTransform.transform_traces_pre_prologue" in str(info.value)
     assert "c is used before any bound symbol defines it" in str(info.value)
+    assert info.value.names == ("c",) and info.value.kind == "use-before-definition"
+
+
+def test_one_check_can_be_given_another_action() -> None:
+    jitted = thunder.jit(fn, transforms=[BrokenTransform()], executors=())
+    with installed(STRICT), stc.use_policy("strict", use_before_definition="warn"):
+        with pytest.warns(TraceContextWarning, match="c is used before"):
+            with pytest.raises(UnboundLocalError, match="cannot access local|referenced before assignment") as info:
+                jitted(*_args())
+    assert not isinstance(info.value, BrokenTraceError)  # Thunder's own failure, as plain
 
 
 def test_thunders_test_debug_option_passes_plain_strict_and_audit(pytester: pytest.Pytester) -> None:
