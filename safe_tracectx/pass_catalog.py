@@ -8,9 +8,24 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Final
+import re
+from typing import Final, Literal, get_args
 
-__all__ = ["FUSION_METHODS", "KINDS", "PASSES", "TRANSFORM_METHODS", "PassSpec", "phase_label"]
+__all__ = [
+    "FUSION_METHODS",
+    "KINDS",
+    "PASSES",
+    "STEPS",
+    "TRANSFORM_METHODS",
+    "USER_KINDS",
+    "PassKind",
+    "PassSpec",
+    "phase_label",
+    "step_label",
+]
+
+#: What kind of work a pass is (``pass_run`` events, the report's phases).
+PassKind = Literal["tracing", "transform", "autodiff", "execution", "split", "fusion", "remat", "user"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +39,12 @@ class PassSpec:
     #: (function-name fragment, label): proxies made in such a function are reported under that phase.
     phases: tuple[tuple[str, str], ...] = ()
     #: What kind of work it is (``pass_run`` events and the report's phases): see :data:`KINDS`.
-    kind: str = "remat"
+    kind: PassKind = "remat"
+    #: A run of it begins a new compilation (the interpretation of a ``thunder.jit`` compile).
+    starts_compilation: bool = False
+    #: It takes a name to mean one value across fusion regions (rematerialization): its inputs are checked for
+    #: names computed in two regions when it starts.
+    unique_region_names: bool = False
 
     @property
     def qualname(self) -> str:
@@ -40,12 +60,14 @@ class PassSpec:
 
 #: Every pass this package knows; those missing from a Thunder version are skipped and reported.
 PASSES: Final[tuple[PassSpec, ...]] = (
-    PassSpec("thunder.core.jit_ext", "thunder_general_jit", "interpretation/tracing", kind="tracing"),
+    PassSpec(
+        "thunder.core.jit_ext", "thunder_general_jit", "interpretation/tracing", kind="tracing", starts_compilation=True
+    ),
     PassSpec(
         "thunder.executors.passes", "_transform_for_operator_executor_execution", "operator executors", kind="execution"
     ),
     PassSpec("thunder.executors.passes", "transform_for_execution", "transform for execution", kind="execution"),
-    PassSpec("thunder.core.rematerialization", "rematerialize", "fusion remat"),
+    PassSpec("thunder.core.rematerialization", "rematerialize", "fusion remat", unique_region_names=True),
     PassSpec(
         "thunder.transforms.autodiff",
         "grad_transform_on_trace",
@@ -64,6 +86,20 @@ PASSES: Final[tuple[PassSpec, ...]] = (
         "thunder.core.rematerialization", "rematerialize_forward_and_backward", "forward/backward remat", returns_pair=True
     ),
     PassSpec(
+        "thunder.executors.torch_autograd",
+        "split_forward_backward",
+        "forward/backward split (torch autograd)",
+        returns_pair=True,
+        kind="split",
+    ),
+    PassSpec(
+        "thunder.core.transforms",
+        "forward_and_backward_from_trace",
+        "augmented forward and backward",
+        returns_pair=True,
+        kind="autodiff",
+    ),
+    PassSpec(
         "thunder.core.transforms",
         "recompute_saved_for_backward",
         "recompute saved for backward",
@@ -73,7 +109,61 @@ PASSES: Final[tuple[PassSpec, ...]] = (
 )
 
 #: The kinds of pass a ``pass_run`` event names.
-KINDS: Final = ("tracing", "transform", "autodiff", "execution", "split", "fusion", "remat", "user")
+KINDS: Final[tuple[PassKind, ...]] = get_args(PassKind)
+#: The kinds ``audited_pass`` takes: every kind but the interpretation, which starts a compilation.
+USER_KINDS: Final[tuple[PassKind, ...]] = tuple(k for k in KINDS if k != "tracing")
+
+#: The trace-to-trace steps Thunder runs between (and inside) the audited passes, by the function that makes
+#: the trace (its qualified name) or by the start of the provenance Thunder gives it: the label reports use.
+#: A step not listed here is named by Thunder's provenance, else by the function that made the trace.
+STEPS: Final[dict[str, str]] = {
+    "Update aliases for in-place ops": "alias updates",
+    "Duplicate alias args": "alias argument duplication",
+    "Dead Code Elimination": "dead-code elimination",
+    "Common Subexpression Elimination": "common-subexpression elimination",
+    "Remove context manager prims": "removal of context-manager prims",
+    "Return arguments to track copies onto them": "returning copied arguments",
+    "Unwrap the actual return value": "unwrapping the return value",
+    "Delete Last Used": "del last used",
+    "Update Call Context": "fusion call-context update",
+    "Transform for operator executor execution": "operator executors",
+    "Transform for execution": "transform for execution",
+    "Rematerialization": "fusion remat",
+    "Fusion": "fusion",
+    "Grad transform pass": "autodiff grad transform",
+    "Augmented forward pass": "augmented forward",
+    "Backward pass": "backward pass",
+    "Functionalize in-place ops": "functionalization",
+    "Constant Folding pass": "constant folding",
+    "thunder.executors.torch_autograd.rename_bwd_trace_outputs": "rename backward outputs",
+    "thunder.transforms.autodiff.grad_transform_on_trace": "autodiff grad transform",
+    "thunder.executors.passes._transform_for_operator_executor_execution": "operator executors",
+    "thunder.core.rematerialization.rematerialize_forward_and_backward": "forward/backward remat",
+    "thunder.core.transform_common.functionalize_inplace_ops": "functionalization",
+    "thunder.core.functionalization.functionalize_inplace_ops": "functionalization",
+}
+
+_TOOK: Final = re.compile(r"\s*\(took [^)]*\)\s*$")
+
+
+def step_label(provenance: object | None, qualname: str, function: str | None = None) -> str:
+    """The label of a step: the catalogue's, else Thunder's provenance text, else the function that made the trace
+    (``function``: its name without the module, as pass labels are).
+
+        >>> step_label("Dead Code Elimination (took 3 milliseconds)", "thunder.core.transform_common.dce")
+        'dead-code elimination'
+        >>> step_label(None, "mymodule.MyTransform.run", "MyTransform.run")
+        'MyTransform.run'
+    """
+    text = getattr(provenance, "pss", provenance)
+    if isinstance(text, str) and text.strip():
+        text = _TOOK.sub("", text.strip())
+        for start, label in STEPS.items():
+            if text.startswith(start):
+                return label
+        return text
+    return STEPS.get(qualname, function or qualname)
+
 
 #: Methods of ``thunder.Transform`` subclasses run as passes (kind "transform"): True if every call is
 #: recorded, False if only calls that touch a trace are (read or return one, or make proxies).

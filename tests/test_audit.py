@@ -76,7 +76,7 @@ def _seeded_pass(result_factory: object) -> object:
     return wrap_pass(PassSpec("tests", "seeded", "seeded pass"), result_factory)  # type: ignore[arg-type]
 
 
-def test_a_pass_whose_output_reuses_a_forward_name_in_backward_is_a_name_clash() -> None:
+def test_a_pair_pass_whose_backward_defines_a_name_twice_is_a_name_clash() -> None:
     fw = TraceCtx()
     with tracectx(fw):
         a = TensorProxy("a", shape=(1,), device=cpu, dtype=float32)
@@ -87,12 +87,49 @@ def test_a_pass_whose_output_reuses_a_forward_name_in_backward_is_a_name_clash()
     fw.bound_symbols.append(prims.neg.bind(a, output=b))
     bw = from_trace(fw)  # shares the names set, like Thunder's own passes
     bw.args = (a,)
-    bw.bound_symbols = [prims.neg.bind(a, output=b)]  # recomputed under the forward name
+    bw.bound_symbols = [prims.neg.bind(a, output=b), prims.exp.bind(a, output=b)]  # b means two values
     seeded = wrap_pass(PassSpec("tests", "seeded", "seeded pass", returns_pair=True), lambda: (fw, bw))
     with audit() as log, pytest.raises(NameClashError) as info:
         seeded()
-    assert "seeded pass (tests.seeded) produced a trace where b is defined in the forward trace" in str(info.value)
+    assert "seeded pass (tests.seeded) produced trace @" in str(info.value)
+    assert "where b is defined again, after bound symbol 0 (neg) (bound symbol 1 (exp))" in str(info.value)
     assert log.passes["seeded pass"]["violations"]
+    (violation,) = log.to_dict()["violations"]
+    assert (violation["kind"], violation["names"], violation["culprit"]) == (
+        "defined-twice", ["b"], "seeded pass (tests.seeded)"
+    )
+
+
+def test_a_pair_pass_whose_backward_unpacks_less_than_the_forward_saves_is_a_broken_trace() -> None:
+    from thunder.core import prims
+    from thunder.core.proxies import CollectionProxy
+
+    from safe_tracectx import BrokenTraceError
+
+    fw, bw = TraceCtx(), TraceCtx()
+    with tracectx(fw):
+        a = TensorProxy("a", shape=(1,), device=cpu, dtype=float32)
+        b, c = TensorProxy("b", like=a), TensorProxy("c", like=a)
+    fw.args = (a,)
+    fw.bound_symbols += [prims.neg.bind(a, output=b), prims.neg.bind(b, output=c)]
+    fw.bound_symbols.append(prims.python_return.bind(({"flat_args": [a]}, ((b, c), ())), output=None))
+
+    def backward_fn(saved_for_backward: object, cotangents: object) -> None: ...
+
+    bw.fn = backward_fn
+    with tracectx(bw):
+        saved = CollectionProxy([[b], []], name="saved_for_backward")
+        part = CollectionProxy([b], name="C0")
+    bw.args = (saved, ())
+    bw.bound_symbols += [
+        prims.unpack_sequence.bind(saved, 2, output=[part, None]),
+        prims.unpack_sequence.bind(part, 1, output=[b]),  # the forward saves b and c
+        prims.python_return.bind((None,), output=None),
+    ]
+    seeded = wrap_pass(PassSpec("tests", "seeded", "seeded pass", returns_pair=True), lambda: (fw, bw))
+    with audit() as log, pytest.raises(BrokenTraceError, match="the forward saves 2 saved tensors and the backward unpacks 1"):
+        seeded()
+    assert [v["kind"] for v in log.to_dict()["violations"]] == ["handover-mismatch"]
 
 
 def test_a_pass_that_smuggles_a_traceless_proxy_is_a_leaked_proxy() -> None:

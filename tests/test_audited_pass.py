@@ -12,7 +12,7 @@ from thunder.core.trace import TraceCtx
 
 import safe_tracectx as stc
 from safe_tracectx import STRICT
-from safe_tracectx.hooks import pairs
+from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.audited import declared_passes
 
 
@@ -66,8 +66,11 @@ def test_a_generator_can_hold_an_audited_block_around_its_work() -> None:
         ({"inputs": 3}, TypeError, "inputs takes an iterable of traces, e.g. inputs=(trace,), got int (3)"),
         ({"inputs": (TraceCtx(), 3)}, TypeError, "each of inputs must be a TraceCtx, a tuple or list of them, or "
          "Thunder's TraceResults (or None), got int (3)"),
-        ({"kind": "remix"}, ValueError, "kind='remix' is not a kind of pass; use one of: tracing, transform, autodiff, "
+        ({"kind": "remix"}, ValueError, "kind='remix' is not a kind of pass; use one of: transform, autodiff, "
          "execution, split, fusion, remat, user"),
+        # a user's pass never starts a compilation (that reset the forward/backward pair mid-compile)
+        ({"kind": "tracing"}, ValueError, "kind='tracing' is the interpretation of a thunder.jit compile, which "
+         "starts a compilation; a pass of yours is one of: transform, autodiff"),
     ],
 )
 def test_bad_arguments_are_refused_naming_the_argument_the_value_and_what_is_accepted(
@@ -208,9 +211,10 @@ def test_a_pair_pass_with_an_absent_side_replaces_only_the_side_it_produced() ->
         return None, new_bw
 
     with stc.installed(STRICT):
-        compilation = pairs.start()
+        compilation = compilations.start()
         compilation.add(start)
         split(start)
-        assert regenerate(fw, bw)[1] is new_bw  # no clash: the forward defines t0 only
+        assert regenerate(fw, bw)[1] is new_bw
         assert compilation.forward is fw and compilation.backward is new_bw
-        assert compilation.history[-1] == ("new backward", f"{__name__}.{regenerate.__qualname__}", None, frozenset({"t1"}))
+        step = compilation.step_of(new_bw)
+        assert step is not None and step.culprit == ("new backward", f"{__name__}.{regenerate.__qualname__}")

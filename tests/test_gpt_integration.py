@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import THUNDER_RENAMES_RECOMPUTE
 
 from safe_tracectx import STRICT
 from safe_tracectx.auditlog import AuditLog
@@ -40,8 +39,7 @@ def _run(*, hooked: bool) -> Run:
     idx = torch.randint(0, 64, (2, 16), generator=generator)
     targets = torch.randint(0, 64, (2, 16), generator=generator)
     if hooked:
-        # Older Thunder defines recomputed names twice: record that (checked below) instead of raising.
-        install(STRICT if THUNDER_RENAMES_RECOMPUTE else STRICT.replace(name_clash="log"), audit=True)
+        install(STRICT, audit=True)  # every Thunder from 0.2.1 on, whose backward recompute renames or not
     try:
         jitted = thunder.jit(model, executors=[torch_compile_ex])
         logits, loss = jitted(idx, targets)
@@ -73,11 +71,6 @@ def test_audit_shows_the_remat_passes_and_their_proxies_by_call_site(runs: tuple
     assert log is not None
     assert {"fusion remat", "autodiff grad transform", "forward/backward split"} <= set(log.passes)
     assert log.leaked_sets == []
-    if not THUNDER_RENAMES_RECOMPUTE:
-        clashes = log.passes["forward/backward split"]["violations"]
-        assert clashes and all("forward-backward-clash" in v for v in clashes)
-        assert {e.detail["code"] for e in log.violations} == {"NameClashError"}
-        return
     assert all(stats["violations"] == [] for stats in log.passes.values())
     assert log.violations == []
     assert log.counts["trace_set"] == log.counts["trace_reset"] > 50
@@ -101,12 +94,8 @@ def test_check_trace_finds_nothing_on_the_traces_thunder_produced(runs: tuple[Ru
             names = frozenset(trace.names)
             assert check_trace(trace) == [], trace.get_provenance()
             assert frozenset(trace.names) == names
-        if THUNDER_RENAMES_RECOMPUTE:
-            assert check_forward_backward(fws[-1], bws[-1]) == []
-            bw_names = {n for t in bws for n in t.names if n.startswith("bw_")}
-            assert bw_names, "the backward recompute renamed its outputs"
-        else:
-            assert check_forward_backward(fws[-1], bws[-1]), "older Thunder reuses forward names in the backward"
+        assert check_forward_backward(fws[-1], bws[-1]) == []  # reusing a forward name in the backward is no clash:
+        # they are two programs (0.2.4's backward recompute does it, 0.2.6 renames), and the hand-over matches
 
 
 def test_every_pass_is_audited_and_the_pass_table_lists_the_executors_that_ran(runs: tuple[Run, Run]) -> None:
@@ -119,5 +108,4 @@ def test_every_pass_is_audited_and_the_pass_table_lists_the_executors_that_ran(r
     assert {"tracing", "autodiff", "execution", "split", "fusion", "remat"} <= kinds
     report = log.report(top=0)
     assert "TorchCompileExecutor.fusion_pass" in report and "Work by phase" in report
-    if THUNDER_RENAMES_RECOMPUTE:
-        assert all(run["violations"] == [] for run in log.pass_runs)
+    assert all(run["violations"] == [] for run in log.pass_runs)

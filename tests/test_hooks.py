@@ -84,6 +84,30 @@ def test_install_replaces_every_seam_and_uninstall_restores_identity() -> None:
         uninstall()  # unbalanced: a clear error
 
 
+def test_a_hooked_function_bound_under_another_name_is_hooked_and_put_back() -> None:
+    """``from ... import interpret_trace as eval_trace`` (Thunder's transforms do it) before install is hooked;
+    ``from ... import set_tracectx as my_set`` while installed is put back by uninstall."""
+    import sys
+    import types
+
+    import thunder.core.trace_interpreter as interpreter
+
+    user = types.ModuleType("user_module_with_aliases")
+    user.__dict__["eval_trace"] = interpreter.interpret_trace
+    sys.modules[user.__name__] = user
+    original_set, original_eval = thunder_trace.set_tracectx, interpreter.interpret_trace
+    try:
+        with installed():
+            assert user.__dict__["eval_trace"] is interpreter.interpret_trace is not original_eval
+            assert getattr(thunder_transforms, "eval_trace") is interpreter.interpret_trace  # Thunder's own alias
+            user.__dict__["my_set"] = thunder_trace.set_tracectx
+            assert user.__dict__["my_set"] is not original_set
+        assert user.__dict__["my_set"] is original_set
+        assert user.__dict__["eval_trace"] is original_eval and getattr(thunder_transforms, "eval_trace") is original_eval
+    finally:
+        del sys.modules[user.__name__]
+
+
 def test_installed_restores_after_an_exception_and_keeps_an_outer_install() -> None:
     before = _originals()
     with pytest.raises(KeyError):

@@ -4,7 +4,8 @@
 - ``naming``: the proxy-naming hook (``Policy.missing_trace``);
 - ``passes``: the pass wrappers, functions and the methods of Transform and FusionExecutor classes;
 - ``runs``: one pass run (timing, proxies, validation, fingerprints, the ``pass_run`` event);
-- ``pairs``: a compilation's forward/backward pair and the pass that introduced a clash;
+- ``compilation``: one compilation: its forward/backward pair, its steps, and the culprit of a violation;
+- ``steps``: the TraceCtx methods hooked: steps as they make traces, and every trace about to run;
 - ``audited``: ``audited_pass``, for passes Thunder does not call through a Transform;
 - ``faults``: the injection points of ``safe-tracectx sweep``;
 - ``patching``: what is replaced where, put in place and back;

@@ -32,7 +32,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx.hooks.installer import is_installed
 from safe_tracectx.hooks.runs import DECLARED as _declared
 from safe_tracectx.hooks.runs import PassRun, pair_sides, run_pass, traces_in
-from safe_tracectx.pass_catalog import KINDS
+from safe_tracectx.pass_catalog import USER_KINDS
 
 __all__ = ["audited_pass", "declared_passes"]
 
@@ -65,8 +65,13 @@ def _check_arguments(label: object, inputs: object, kind: object, role: object, 
             )
         raise TypeError(f"audited_pass() takes its label as a non-empty str, got {_given(label)}")
     where = f"audited_pass({label!r})"
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise ValueError(f"{where}: kind={kind!r:.60} is not a kind of pass; use one of: {', '.join(KINDS)}")
+    if kind == "tracing":
+        raise ValueError(
+            f"{where}: kind='tracing' is the interpretation of a thunder.jit compile, which starts a compilation; "
+            f"a pass of yours is one of: {', '.join(USER_KINDS)}"
+        )
+    if not isinstance(kind, str) or kind not in USER_KINDS:
+        raise ValueError(f"{where}: kind={kind!r:.60} is not a kind of pass; use one of: {', '.join(USER_KINDS)}")
     if role not in ROLES:
         raise ValueError(f"{where}: role={role!r:.60} is not a role; use None (found from the input), 'forward' or 'backward'")
     if not isinstance(pair, bool):

@@ -1,8 +1,13 @@
-"""The proxy-naming hook: ``thunder.core.proxies.make_proxy_name`` under ``Policy.missing_trace``.
+"""The proxy-naming hook: ``thunder.core.proxies.make_proxy_name`` under ``Policy.missing_trace``, observed.
 
 Without an active trace Thunder fails with ``AttributeError: 'NoneType' object
 has no attribute 'make_name'``; the hook instead raises ``MissingTraceError``
-naming the user's line (strict), or names the proxy traceless (lenient).
+naming the user's line (strict), or names the proxy traceless (lenient). With
+a trace active it calls Thunder's own ``make_proxy_name`` and only watches: an
+explicit name Thunder silently replaced by another (``replaced-name``), or an
+explicit name the trace already held and accepted a second time
+(``name-taken``), is a violation of ``Policy.name_clash``. The name the proxy
+gets is always Thunder's.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ from types import FrameType
 from typing import Final
 
 from safe_tracectx import events
+from safe_tracectx.actions import act
 from safe_tracectx.callsite import find_call_site, find_frame
+from safe_tracectx.checks import Violation
+from safe_tracectx.labels import describe_trace
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.context.lookup import on_missing_trace
 from safe_tracectx.hooks import faults
@@ -22,6 +30,8 @@ from safe_tracectx.hooks.runs import current_run
 __all__ = ["make_naming_hook"]
 
 _trace_get: Final = TRACE_VAR.get
+#: Whether the installed Thunder takes explicit names as hints (set when the hook is made).
+_HINTS = False
 _run_get: Final = current_run.get
 
 
@@ -35,8 +45,83 @@ def _what_is_being_made() -> str:
     return "naming a proxy" if init is None else f"creating a {type(init.f_locals['self']).__name__}"
 
 
+def _hints() -> bool:
+    """Whether this Thunder takes an explicit proxy name as a hint: before #1596 (2025-01-08) ``make_proxy_name``
+    registered the name if free and silently made another if not, and Thunder's own code relied on that."""
+    import thunder.core.proxies as proxies
+
+    return hasattr(proxies, "register_proxy_name")
+
+
+def _thunders(asker: str | None) -> bool:
+    """Whether Thunder's own code (not its tests, not the user's) asked for the name."""
+    return asker is not None and asker.startswith("thunder.") and not asker.startswith("thunder.tests")
+
+
+def _to_report(asker: str | None) -> bool:
+    """Whether an explicit name the trace holds already is a violation, by this Thunder's naming semantics.
+
+    Where names are hints (before #1596), Thunder's own code relies on getting another name, and the user's
+    explicit name silently lost is the violation. Where names are exact, Thunder refuses a taken name with its
+    own RuntimeError: the user asking twice gets that error as designed; Thunder's own code asking is a pass
+    about to crash, reported first, naming the pass.
+    """
+    return _thunders(asker) != _HINTS
+
+
+def _asker(frame: FrameType | None) -> str | None:
+    """``module.qualname`` of the code that asked for the name (past Thunder's proxy constructors)."""
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", "?"))
+        if module not in ("thunder.core.proxies", "thunder.core.trace_interpreter") and not module.startswith(
+            "safe_tracectx"
+        ):
+            return f"{module}.{frame.f_code.co_qualname}"
+        frame = frame.f_back
+    return None
+
+
+def _report_name(trace: object, name: str, made: str | None, asker: str | None) -> None:
+    """An explicit name the trace already holds (``made`` None: asked for, before Thunder refuses it), or one
+    Thunder silently replaced by ``made``; once per compilation and name."""
+    from safe_tracectx.hooks import compilation as compilations
+    from safe_tracectx.pass_catalog import step_label
+
+    if made is None:
+        violation = Violation(
+            "name-taken", name,
+            # Thunder's own words first: code that catches its refusal still matches ours
+            f"Trying to add the name {name} to a trace, but that name is already used: a proxy asks for {name}, "
+            f"which {describe_trace(trace)} already holds",
+            "proxy creation",
+        )
+    else:
+        violation = Violation(
+            "replaced-name", name,
+            f"a proxy asked for the name {name}, which {describe_trace(trace)} already holds, and Thunder named it "
+            f"{made} instead: code that refers to it as {name} means another proxy",
+            "proxy creation",
+        )
+    compilation = compilations.current()
+    if compilation is not None:
+        if (violation.kind, name) in compilation.reported:
+            return
+        compilation.reported.add((violation.kind, name))
+    error = violation.to_error(find_call_site(), context=f"while {_what_is_being_made()}: ")
+    if made is not None:  # the user's name, lost: Thunder's naming did it
+        error.culprit = ("proxy naming", "thunder.core.proxies.make_proxy_name")
+    elif asker is not None:  # Thunder's own code asked for a name it holds: that code
+        error.culprit = (step_label(None, asker), asker)
+    if asker is not None:
+        error.message += f" (asked by {asker})"
+        error.args = (error._render(),)
+    act(error)
+
+
 def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
     """A ``make_proxy_name`` that applies the policy when no trace is active and reports to the audit."""
+    global _HINTS
+    _HINTS = _hints()
 
     def make_proxy_name(*, name: str | None = None, prefix: str | None = None) -> str:
         if faults.injector is not None:
@@ -48,7 +133,17 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
                 return original(name=name, prefix=prefix)
             if events.sinks:
                 events.emit("proxy_traceless", trace=None, site=find_call_site(skip_thunder=True))
-        made: str = trace.make_name(name=name, prefix=prefix)
+            made: str = trace.make_name(name=name, prefix=prefix)  # the traceless trace: ours to name with
+        else:
+            if name is not None and name in trace.names:
+                asker = _asker(sys._getframe(1))
+                if _to_report(asker) and not _HINTS:
+                    _report_name(trace, name, None, asker)  # before Thunder refuses it
+                made = original(name=name, prefix=prefix)
+                if made != name and _to_report(asker):
+                    _report_name(trace, name, made, asker)
+            else:
+                made = original(name=name, prefix=prefix)
         run = _run_get()
         if run is not None:
             run.proxies += 1

@@ -35,7 +35,10 @@ def wrap_pass(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., Any
 
     @functools.wraps(original)
     def audited_pass(*args: Any, **kwargs: Any) -> Any:
-        return run_pass(spec.label, spec.qualname, spec.kind, original, args, kwargs, pair=spec.returns_pair)
+        return run_pass(
+            spec.label, spec.qualname, spec.kind, original, args, kwargs, pair=spec.returns_pair,
+            starts_compilation=spec.starts_compilation, unique_region_names=spec.unique_region_names,
+        )
 
     audited_pass.__safe_tracectx_pass__ = spec  # type: ignore[attr-defined]
     return audited_pass

@@ -1,9 +1,10 @@
 """Which Thunder objects the hooks replace, where they are bound, and putting them in place and back.
 
-A hooked function is rebound in every loaded module that bound it by name
-(``from thunder.core.trace import set_tracectx``), and removing the hooks puts
-the original back in every module that holds the replacement, including
-modules imported while the hooks were in place.
+A hooked function is rebound in every loaded module that bound it, under any
+name (``from thunder.core.trace import set_tracectx``, ``... interpret_trace as
+eval_trace``), and removing the hooks puts the original back in every module
+that holds the replacement, under any name, including modules imported while
+the hooks were in place.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracec
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.runs import DECLARED
 from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass
+from safe_tracectx.hooks.steps import hook_methods, make_interpreter_hook, unhook_methods
 from safe_tracectx.pass_catalog import PASSES, PassSpec
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
@@ -86,6 +88,23 @@ def _modules() -> list[ModuleType]:
     return list(sys.modules.copy().values())  # a copy: finalizers may import meanwhile
 
 
+def _rebind(swaps: dict[int, tuple[Any, Any]], modules: Iterable[ModuleType]) -> None:
+    """Wherever a module binds one of the ``swaps``' first objects, under any name, bind its second instead
+    (one pass over every module's namespace, whatever the number of swaps). This package's own modules are
+    left alone: they hold the replacements (``guard.guarded_set_tracectx``) and the originals on purpose."""
+    ids = swaps.keys()
+    for module in modules:
+        if getattr(module, "__name__", "").partition(".")[0] == "safe_tracectx":
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict) or ids.isdisjoint(map(id, list(namespace.values()))):
+            continue  # the common case, tested at C speed: ~2,500 modules a few times per install
+        found = [(name, swaps[id(value)]) for name, value in list(namespace.items()) if id(value) in swaps]
+        for name, (old, new) in found:
+            if namespace.get(name) is old:
+                setattr(module, name, new)
+
+
 def _bindings(value: Any, name: str, modules: Iterable[ModuleType]) -> list[ModuleType]:
     """The modules among ``modules`` that bind ``value`` as ``name``."""
     found = []
@@ -108,25 +127,27 @@ def plan() -> list[Patch]:
         original = _find_pass(spec)
         if original is not None:
             patches.append(Patch(spec.attribute, original, wrap_pass(spec, original)))
+    import thunder.core.trace_interpreter as interpreter
+
+    for name in ("interpret_trace", "interpret_trace_to_trace"):
+        evaluate = getattr(interpreter, name, None)
+        if evaluate is not None:
+            patches.append(Patch(name, evaluate, make_interpreter_hook(evaluate)))
     return patches
 
 
 def apply(patches: list[Patch]) -> None:
     """Bind each replacement wherever its original is bound by name; hook the Transform and executor classes."""
-    modules = _modules()
-    for patch in patches:
-        for module in _bindings(patch.original, patch.attribute, modules):
-            setattr(module, patch.attribute, patch.replacement)
+    _rebind({id(patch.original): (patch.original, patch.replacement) for patch in patches}, _modules())
     hook_classes()
+    hook_methods()
 
 
 def remove(patches: list[Patch]) -> None:
     """Bind each original back wherever its replacement is bound, in every module loaded now; unhook the classes."""
+    unhook_methods()
     unhook_classes()
-    modules = _modules()
-    for patch in reversed(patches):
-        for module in _bindings(patch.replacement, patch.attribute, modules):
-            setattr(module, patch.attribute, patch.original)
+    _rebind({id(patch.replacement): (patch.replacement, patch.original) for patch in patches}, _modules())
 
 
 def thunder_support() -> SupportReport:

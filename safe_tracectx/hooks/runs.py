@@ -1,8 +1,13 @@
-"""One pass run: timed, its proxies counted, its output validated and fingerprinted, a ``pass_run`` event.
+"""One pass run: timed, its proxies counted, its traces checked and fingerprinted, a ``pass_run`` event.
 
 Every hooked pass (Thunder's remat and autodiff functions, each Transform
 method, each executor's ``fusion_pass``, ``audited_pass`` blocks) goes through
-:func:`run_pass` or a :class:`PassRun` used by hand::
+:func:`run_pass` or a :class:`PassRun` used by hand. What it returns is
+checked, and so is every trace it reads that no step of the compilation made
+(a trace built by hand and handed on, like the joint trace of a forward/backward
+rematerialization). A violation is charged to the first step whose trace had
+it. When the pass raises, what it read and what was made while it ran is
+checked, and what is wrong is added to the exception as notes::
 
     >>> from thunder.core.trace import TraceCtx
     >>> from safe_tracectx.hooks.runs import run_pass
@@ -21,11 +26,12 @@ from typing import Any, Final
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx import events
-from safe_tracectx.actions import act
 from safe_tracectx.callsite import find_call_site
-from safe_tracectx.checks import Violation, check_forward_backward, check_trace
-from safe_tracectx.fingerprint import fingerprint, names_defined_by
-from safe_tracectx.hooks import faults, pairs
+from safe_tracectx.checks import Violation, check_handover, generatable, region_name_clashes
+from safe_tracectx.fingerprint import fingerprint
+from safe_tracectx.hooks import compilation as compilations
+from safe_tracectx.hooks import faults
+from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
 from safe_tracectx.labels import describe_trace
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
@@ -35,6 +41,7 @@ DECLARED: Final[dict[str, str]] = {}
 
 #: The innermost pass running in this context (its proxies are counted on it).
 current_run: Final[ContextVar[PassRun | None]] = ContextVar("safe_tracectx.current_run", default=None)
+
 
 
 def traces_in(value: Any) -> list[TraceCtx]:
@@ -67,21 +74,24 @@ def pair_sides(value: Any) -> tuple[TraceCtx | None, TraceCtx | None] | None:
 class PassRun:
     """A pass while it runs: label, kind, role, inputs; proxies made directly in it and the traces that named them."""
 
-    __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only", "compilation",
-                 "_started", "_tokens", "_entry")
+    __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only",
+                 "compilation", "parent", "unique_region_names", "_started", "_tokens", "_entry", "_first_step")
 
     def __init__(
         self, label: str, qualname: str, kind: str, inputs: Iterable[Any] = (), *, role: str | None = None,
-        pair: bool = False, owner: object = None, traced_only: bool = False,
+        pair: bool = False, owner: object = None, traced_only: bool = False, starts_compilation: bool = False,
+        unique_region_names: bool = False,
     ) -> None:
+        #: Its inputs must not compute one name in two fusion regions (rematerialization).
+        self.unique_region_names = unique_region_names
         #: Report the run only if it read or returned a trace or made a proxy (the state-dict hooks).
         self.traced_only = traced_only
         self.label, self.qualname, self.kind, self.pair, self.owner = label, qualname, kind, pair, owner
         self.inputs = [t for value in inputs for t in traces_in(value)]
-        compilation = pairs.start() if kind == "tracing" else pairs.current()
-        if compilation is not None and kind != "tracing" and not any(compilation.owns(t) for t in self.inputs):
-            compilation = None  # a pass outside the compilation running in this thread
-        #: The compilation this pass is part of (pair, history and what was reported already).
+        compilation = compilations.start() if starts_compilation else compilations.current()
+        if compilation is not None and not starts_compilation and not any(compilation.owns(t) for t in self.inputs):
+            compilation = None  # a pass outside the compilation running in this context
+        #: The compilation this pass is part of (pair, steps and what was reported already).
         self.compilation = compilation
         # A pair pass's role is per side of its result, not its input's.
         if role is None and not pair and compilation is not None and self.inputs and kind in ("transform", "fusion", "user"):
@@ -90,26 +100,44 @@ class PassRun:
         self.proxies = 0
         #: id(trace) -> (trace, first name it gave) for proxies made directly in this run.
         self.namers: dict[int, tuple[Any, str]] = {}
+        self.parent: PassRun | None = None
         self._started = 0.0
         self._tokens: tuple[Token[str | None], Token[PassRun | None]] | None = None
         self._entry: list[list[list[Any]]] | None = None
+        self._first_step = 0
 
     def enter(self) -> PassRun:
         """The pass begins: an injection point, then it is the current pass."""
         faults.point("pass", self.label)
+        self.parent = current_run.get()
         self._tokens = (events.current_pass.set(self.label), current_run.set(self))
         if faults.injector is not None:
             self._entry = [fingerprint(t) for t in self.inputs]
+        if self.compilation is not None:
+            self._first_step = len(self.compilation.steps)
+        if self.unique_region_names:
+            try:
+                _check_preconditions(self)
+            except BaseException:  # refused before it ran: no longer the current pass
+                tokens, self._tokens = self._tokens, None
+                events.current_pass.reset(tokens[0])
+                current_run.reset(tokens[1])
+                raise
         self._started = time.perf_counter()
         return self
 
-    def leave(self, result: Any = None, *, failed: bool = False) -> None:
-        """The pass ended (with ``result``, or ``failed``): validate, report, and act per the policy."""
+    def leave(self, result: Any = None, *, failed: bool = False, error: BaseException | None = None) -> None:
+        """The pass ended (with ``result``, or ``failed`` with ``error``): check, report, act per the policy."""
         seconds = time.perf_counter() - self._started
         tokens, self._tokens = self._tokens, None
         try:  # still the current pass: its violations are events of this pass
             if failed:
                 self._check_inputs_kept()
+                if error is not None:
+                    try:
+                        explain_failure(self, error)
+                    except Exception as bug:  # noqa: BLE001 - never in the way of the pass's own exception
+                        internal_error(f"what {self.label} failed on", bug)
             else:
                 _finish(self, traces_in(result), seconds, pair_sides(result) if self.pair else None)
         finally:
@@ -126,86 +154,147 @@ class PassRun:
                 injector.changed_inputs.append({"label": self.label, "trace": describe_trace(trace)})
 
 
+def _check_preconditions(run: PassRun) -> None:
+    """What the pass needs of its inputs, before it runs (a violation charged to what made the input)."""
+    try:
+        found = [(v, t) for t in run.inputs for v in region_name_clashes(t)]
+    except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
+        internal_error(f"the input of {run.label}", error)
+        return
+    if not found:
+        return
+    site = find_call_site()
+    errors = []
+    for violation, trace in found:
+        if run.compilation is not None:
+            if (violation.kind, violation.name) in run.compilation.reported:
+                continue
+            run.compilation.reported.add((violation.kind, violation.name))
+        errors.append(run_error(run, violation, trace, site, verb="is given"))
+    report_all(errors)
+
+
 def run_pass(
     label: str, qualname: str, kind: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     *, role: str | None = None, pair: bool = False, owner: object = None, traced_only: bool = False,
+    starts_compilation: bool = False, unique_region_names: bool = False,
 ) -> Any:
     """``original(*args, **kwargs)`` run as a pass (see :class:`PassRun`)."""
     inputs = (*args, *kwargs.values())
-    run = PassRun(label, qualname, kind, inputs, role=role, pair=pair, owner=owner, traced_only=traced_only).enter()
+    run = PassRun(
+        label, qualname, kind, inputs, role=role, pair=pair, owner=owner, traced_only=traced_only,
+        starts_compilation=starts_compilation, unique_region_names=unique_region_names,
+    ).enter()
     try:
         result = original(*args, **kwargs)
-    except BaseException:
-        run.leave(failed=True)
+    except BaseException as error:
+        run.leave(failed=True, error=error)
         raise
     run.leave(result)
     return result
 
 
-def _pair_violations(
-    run: PassRun, outputs: list[TraceCtx], compilation: pairs.Compilation | None,
-    sides: tuple[TraceCtx | None, TraceCtx | None] | None,
-) -> list[tuple[Violation, str, str]]:
-    """Forward/backward clashes this output introduced, each with the (label, qualname) of the pass that did."""
-    here = (run.label, run.qualname)
-    if sides is not None:  # a pair pass: each side that is present replaces its side
+# ---- who made it ---------------------------------------------------------------------
+
+
+def _found_in(run: PassRun, trace: TraceCtx, violations: list[Violation]) -> list[tuple[Violation, TraceCtx]]:
+    """The violations not reported yet in this compilation (each kind and name once)."""
+    compilation = run.compilation
+    if compilation is None:
+        return [(v, trace) for v in violations]
+    new = [(v, trace) for v in violations if (v.kind, v.name) not in compilation.reported]
+    compilation.reported.update((v.kind, v.name) for v, _ in new)
+    return new
+
+
+# ---- a pass that returned ------------------------------------------------------------
+
+
+def _update_pair(run: PassRun, outputs: list[TraceCtx], sides: tuple[TraceCtx | None, TraceCtx | None] | None) -> None:
+    """A pair pass replaces each side it returns; a pass of one role replaces that side."""
+    compilation = run.compilation
+    if compilation is None:
+        return
+    if sides is not None:
         fw, bw = sides
-        if compilation is None:
-            return [(v, *here) for v in check_forward_backward(fw, bw)] if fw is not None and bw is not None else []
         if fw is not None:
             compilation.forward = fw
         if bw is not None:
             compilation.backward = bw
-        compilation.history.append((
-            *here,
-            None if fw is None else names_defined_by(fw),
-            None if bw is None else _backward_names(bw),
-        ))
-    elif compilation is not None and run.role in ("forward", "backward") and len(outputs) == 1:
+    elif run.role in ("forward", "backward") and len(outputs) == 1:
         if run.role == "forward":
             compilation.forward = outputs[0]
-            compilation.history.append((*here, names_defined_by(outputs[0]), None))
         else:
             compilation.backward = outputs[0]
-            compilation.history.append((*here, None, _backward_names(outputs[0])))
-    else:
+
+
+def _pair_violations(run: PassRun, sides: tuple[TraceCtx | None, TraceCtx | None] | None) -> list[tuple[Violation, TraceCtx]]:
+    """Hand-over mismatches between the forward and backward a pair pass returned together.
+
+    Only a pass that returns both sides promises they match; between two such
+    passes each side is transformed on its own and the two may disagree for a
+    while (the hand-over is checked again when both are about to run,
+    ``steps.check_about_to_run``).
+    """
+    if sides is None or sides[0] is None or sides[1] is None:
         return []
-    if compilation.forward is None or compilation.backward is None:
-        return []
-    found = check_forward_backward(compilation.forward, compilation.backward)
-    new = [v for v in found if v.name not in compilation.clashes]
-    compilation.clashes.update(v.name for v in new)
-    return [(v, *compilation.culprit(v.name)) for v in new]
+    return _found_in(run, sides[1], check_handover(sides[0], sides[1]))
 
 
-def _backward_names(trace: TraceCtx) -> frozenset[str]:
-    return names_defined_by(trace, skip_unpack=True)  # the backward unpacks the forward's saved names
-
-
-def _borrowed(run: PassRun, outputs: list[TraceCtx], compilation: pairs.Compilation | None) -> list[Violation]:
-    """A proxy named by a trace of this compilation that this pass neither reads nor returns."""
+def _borrowed(run: PassRun, outputs: list[TraceCtx]) -> list[tuple[Violation, TraceCtx]]:
+    """A proxy named by a trace of this compilation that this pass neither reads nor returns, whose name
+    the output it went into can hand out again (registered in the lender, not where it is used)."""
+    compilation = run.compilation
     if compilation is None or not run.namers:
         return []
     own = {id(t) for t in (*run.inputs, *outputs)}
-    return [
-        Violation(
-            "borrowed-namer",
-            name,
-            f"{run.label} named {name} with {_side(trace, compilation)}, a trace it neither "
-            "reads nor returns "
-            "(it made that trace active only to borrow its namer)",
-            "proxy creation",
-        )
-        for key, (trace, name) in run.namers.items()
-        if key not in own and trace in compilation.traces
-    ]
+    found = []
+    for key, (lender, name) in run.namers.items():
+        if key in own or lender not in compilation.traces:
+            continue
+        for trace in outputs:
+            if name not in trace.names and generatable(name, trace) and _uses(trace, name):
+                found.append((Violation(
+                    "borrowed-namer", name,
+                    f"{run.label} named {name} with {describe_trace(lender)}, a trace it neither reads nor returns "
+                    f"(it made that trace active only to borrow its namer), and {name} is not registered in the "
+                    "trace it went into, whose namer will hand it out again",
+                    "proxy creation",
+                ), trace))
+                break
+    return _found_in(run, outputs[0], [v for v, _ in found]) if found else []
 
 
-def _side(trace: Any, compilation: pairs.Compilation) -> str:
-    for side, other in (("forward", compilation.forward), ("backward", compilation.backward)):
-        if trace is other:
-            return f"the {side} trace ({describe_trace(trace)})"
-    return describe_trace(trace)
+def _uses(trace: TraceCtx, name: str) -> bool:
+    from safe_tracectx.bound_proxies import proxy_args, proxy_outs
+
+    return any(p.name == name for bsym in trace.bound_symbols for p in (*proxy_args(bsym), *proxy_outs(bsym)))
+
+
+def _found_after(
+    run: PassRun, outputs: list[TraceCtx], sides: tuple[TraceCtx | None, TraceCtx | None] | None
+) -> list[tuple[Violation, TraceCtx]]:
+    """What is wrong after ``run``: in what it reads that no step made and no check saw (a trace built by hand
+    and handed on), in what it returns (each trace checked once while unchanged), and between a pair's sides."""
+    compilation = run.compilation
+    found: list[tuple[Violation, TraceCtx]] = []
+    if compilation is None:
+        from safe_tracectx.checks import check_trace
+
+        found = [(v, t) for t in outputs if compilations.checked_kind(t) for v in check_trace(t)]
+    else:
+        for trace in (*run.inputs, *outputs):
+            if not compilations.checked_kind(trace) or (trace in run.inputs and compilation.step_of(trace) is not None):
+                continue
+            if trace in run.inputs and compilation.seen(trace):
+                continue
+            found += _found_in(run, trace, compilation.findings(trace)[0])
+        for trace in outputs:
+            if compilation.step_of(trace) is None:
+                compilation.record_step(trace, run.label, run.qualname, within=None)
+    found += _pair_violations(run, sides)
+    found += _borrowed(run, outputs)
+    return found
 
 
 def _finish(
@@ -213,19 +302,20 @@ def _finish(
 ) -> None:
     if run.traced_only and not (run.inputs or outputs or run.proxies):
         return
+    _update_pair(run, outputs, sides)
+    try:
+        found = _found_after(run, outputs, sides)
+    except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
+        internal_error(f"the output of {run.label}", bug)
+        found = []
     compilation = run.compilation
-    # A prologue or epilogue unpacks names it never registers: only computation traces are checked.
-    checked = [t for t in outputs if pairs.signature_name(t) not in ("prologue", "epilogue")]
-    found = [(v, run.label, run.qualname) for t in checked for v in check_trace(t)]
-    if compilation is not None:
-        found = [f for f in found if (f[0].kind, f[0].name) not in compilation.reported]
-        compilation.reported.update((f[0].kind, f[0].name) for f in found)
-    found += _pair_violations(run, outputs, compilation, sides)
-    found += [(v, run.label, run.qualname) for v in _borrowed(run, outputs, compilation)]
     if compilation is not None:
         for trace in (*run.inputs, *outputs):
             compilation.add(trace)
     site = find_call_site() if found or events.sinks else None
+    found = [(v, t) for v, t in found if not switched_off(v.kind)]  # no finding, not even in the run's record
+    errors = [run_error(run, v, t, site, verb="read" if t in run.inputs and t not in outputs else "produced")
+              for v, t in found]
     if events.sinks:
         events.emit(
             "pass_run",
@@ -239,14 +329,15 @@ def _finish(
             traces=len(outputs),
             changed=_changed(run.inputs, outputs),
             proxies=run.proxies,
-            violations=[str(v) for v, _, _ in found],
+            violations=[str(v) for v, _ in found],
             fingerprints=[fingerprint(t) for t in outputs],
         )
-    for violation, label, qualname in found:
-        act(violation.to_error(site, context=f"{label} ({qualname}) produced a trace where "))
+    report_all(errors)
 
 
 def _changed(inputs: list[TraceCtx], outputs: list[TraceCtx]) -> bool:
     if not outputs:
         return False
     return [tuple(map(id, t.bound_symbols)) for t in outputs] != [tuple(map(id, t.bound_symbols)) for t in inputs]
+
+

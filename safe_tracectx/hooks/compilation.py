@@ -1,0 +1,190 @@
+"""One ``thunder.jit`` compilation: its forward/backward pair, every trace-to-trace step, and who made what.
+
+The interpretation pass starts a :class:`Compilation` in the running context (a
+ContextVar: each thread, asyncio task and copied Context has its own). While it
+runs, every trace created is a step, named by the function that created it and
+then by the provenance Thunder gives it (``Update aliases for in-place ops``,
+``Dead Code Elimination``, ...). A violation found in any checked trace is
+charged to the first step whose trace already had it, found only when there is
+one (nothing is checked twice, nothing is checked ahead)::
+
+    >>> from thunder.core.trace import TraceCtx
+    >>> from safe_tracectx.hooks.compilation import Compilation
+    >>> c = Compilation()
+    >>> trace = TraceCtx()
+    >>> c.record_step(trace, "my step", "tests.my_step", within=None)
+    >>> c.step_of(trace).culprit
+    ('my step', 'tests.my_step')
+    >>> c.culprit_of("use-before-definition", "t0") is None
+    True
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextvars import ContextVar
+from typing import Any, Final
+
+from safe_tracectx.checks import Violation, trace_findings
+
+__all__ = ["Compilation", "Step", "checked_kind", "current", "is_backward", "signature_name", "start"]
+
+#: The compilation running in this context (the interpretation pass of a thunder.jit compile starts one).
+_current: Final[ContextVar[Compilation | None]] = ContextVar("safe_tracectx.compilation", default=None)
+
+
+class Step:
+    """A trace one step of the compilation made: who made it, who named it (its provenance), inside which pass."""
+
+    __slots__ = ("ref", "label", "maker", "namer", "within")
+
+    def __init__(self, trace: Any, label: str, maker: str, within: str | None) -> None:
+        self.ref = weakref.ref(trace)
+        self.label = label
+        #: The function that made the trace; the one that gave it its provenance, if another.
+        self.maker = maker
+        self.namer: str | None = None
+        self.within = within
+
+    @property
+    def qualname(self) -> str:
+        return self.maker if self.namer in (None, self.maker) else f"{self.maker}, named by {self.namer}"
+
+    @property
+    def culprit(self) -> tuple[str, str]:
+        """(label, qualname) as reports name the culprit."""
+        return self.label, self.qualname
+
+    def describe(self) -> str:
+        inside = f", inside {self.within}" if self.within and self.within != self.label else ""
+        return f"{self.label} ({self.qualname}){inside}"
+
+
+class Compilation:
+    """What the passes and steps of one compilation produced so far."""
+
+    __slots__ = ("forward", "backward", "running", "reported", "traces", "steps", "_names", "_by_trace", "_findings",
+                 "__weakref__")
+
+    def __init__(self) -> None:
+        self.forward: Any = None
+        self.backward: Any = None
+        #: The forward and backward Thunder made callables of (about to run), until both are there.
+        self.running: dict[str, Any] = {}
+        #: (violation kind, name) already reported (a later pass or the program does not report it again).
+        self.reported: set[tuple[str, str]] = set()
+        #: Every trace a pass read or returned (a proxy named by one of them elsewhere borrowed its namer).
+        self.traces: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: Every trace made while the compilation ran, in the order made.
+        self.steps: list[Step] = []
+        #: The ``names`` sets of those traces (``from_trace`` shares them): a trace derived from one belongs here.
+        self._names: dict[int, Any] = {}
+        self._by_trace: dict[int, Step] = {}
+        #: id(trace) -> (weak reference, stamp, violations, notes): each trace is checked once while unchanged.
+        self._findings: dict[int, tuple[Any, tuple[int, int], list[Violation], list[Violation]]] = {}
+
+    # ---- traces of the compilation ---------------------------------------------------
+
+    def add(self, trace: Any) -> None:
+        """``trace`` is one of this compilation's."""
+        self.traces.add(trace)
+        names = getattr(trace, "names", None)
+        if names is not None:
+            self._names[id(names)] = names
+
+    def owns(self, trace: Any) -> bool:
+        """True for a trace a pass of this compilation read or returned, or one derived from it."""
+        return trace in self.traces or id(getattr(trace, "names", None)) in self._names
+
+    def role_of(self, trace: Any) -> str | None:
+        """``backward`` for a backward trace; ``forward`` for another one once the pair exists; else None."""
+        if is_backward(trace):
+            return "backward"
+        return "forward" if self.backward is not None else None
+
+    # ---- steps -----------------------------------------------------------------------
+
+    def record_step(self, trace: Any, label: str, qualname: str, *, within: str | None, named: bool = False) -> None:
+        """``trace`` was made (``named``: given its provenance) by ``qualname``; naming a known step relabels it."""
+        known = self._by_trace.get(id(trace))
+        if known is not None and known.ref() is trace:
+            if named:
+                known.label, known.namer = label, qualname
+            return
+        step = Step(trace, label, qualname, within)
+        if named:
+            step.namer = qualname
+        self.steps.append(step)
+        self._by_trace[id(trace)] = step
+
+    def step_of(self, trace: Any) -> Step | None:
+        """The step that made ``trace``, if one of this compilation did."""
+        step = self._by_trace.get(id(trace))
+        return step if step is not None and step.ref() is trace else None
+
+    # ---- checks ----------------------------------------------------------------------
+
+    def findings(self, trace: Any, *, executed: bool = False) -> tuple[list[Violation], list[Violation]]:
+        """``trace_findings(trace)``, computed once while the trace's bound symbols stay the same list and length."""
+        bsyms = trace.bound_symbols
+        stamp = (id(bsyms), len(bsyms))
+        cached = self._findings.get(id(trace))
+        if cached is None or cached[0]() is not trace or cached[1] != stamp:
+            violations, notes = trace_findings(trace)
+            self._findings[id(trace)] = (weakref.ref(trace), stamp, violations, notes)
+        else:
+            violations, notes = cached[2], cached[3]
+        return (violations + notes, []) if executed else (violations, notes)
+
+    def seen(self, trace: Any) -> bool:
+        """True if ``trace`` was checked already and has not changed since."""
+        cached = self._findings.get(id(trace))
+        bsyms = trace.bound_symbols
+        return cached is not None and cached[0]() is trace and cached[1] == (id(bsyms), len(bsyms))
+
+    def culprit_of(self, kind: str, name: str) -> Step | None:
+        """The first step whose trace has this problem (a note counts: the defect is there, if not yet harmful)."""
+        for step in self.steps:
+            trace = step.ref()
+            if trace is None:
+                continue
+            violations, notes = self.findings(trace)
+            if any(v.kind == kind and v.name == name for v in (*violations, *notes)):
+                return step
+        return None
+
+
+def signature_name(trace: Any) -> str | None:
+    """The name of the function a trace defines (``computation``, ``backward_fn``, ``prologue``, ...), if known."""
+    info = getattr(trace, "_siginfo", None)
+    if info is not None:
+        return str(info.name)
+    fn = getattr(trace, "fn", None)
+    name = getattr(fn, "__name__", None)
+    return None if name is None else str(name)
+
+
+#: A prologue or epilogue unpacks names it never registers: only computation and backward traces are checked.
+_UNCHECKED: Final = ("prologue", "epilogue")
+
+
+def checked_kind(trace: Any) -> bool:
+    """Whether ``trace`` is of a kind the checks read (a computation or backward trace, not a prologue/epilogue)."""
+    return signature_name(trace) not in _UNCHECKED
+
+
+def is_backward(trace: Any) -> bool:
+    """True for a trace whose function is Thunder's ``backward_fn``."""
+    return signature_name(trace) == "backward_fn"
+
+
+def start() -> Compilation:
+    """A new compilation in this context (the interpretation pass begins)."""
+    compilation = Compilation()
+    _current.set(compilation)
+    return compilation
+
+
+def current() -> Compilation | None:
+    """The compilation running in this context, if a pass started one."""
+    return _current.get()

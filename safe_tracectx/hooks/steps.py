@@ -1,0 +1,207 @@
+"""Thunder's trace-to-trace steps as they happen, and the check of every trace about to run.
+
+Three methods of ``TraceCtx`` are hooked while installed:
+
+- ``__init__``: a trace made while a compilation runs is a step of it, named by
+  the function that made it (``from_trace`` looked through);
+- ``set_provenance``: Thunder's own name for the step (``Update aliases for
+  in-place ops``, ``Dead Code Elimination``, ...) renames it;
+- ``python_callable``: the trace is about to run. It is checked as a program
+  that runs as it is (dead code included), and the function Thunder compiled
+  from it must find every global name it reads.
+
+Steps cost one append each; they are checked only to find the culprit of a
+violation seen elsewhere::
+
+    >>> from thunder.core.trace import TraceCtx
+    >>> from safe_tracectx.hooks import installed
+    >>> from safe_tracectx.hooks.steps import hooked_methods
+    >>> with installed():
+    ...     sorted(hooked_methods())
+    ['__init__', 'python_callable', 'set_provenance']
+    >>> hooked_methods()
+    []
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, Final
+
+from thunder.core.trace import TraceCtx
+
+from safe_tracectx.callsite import find_call_site
+from safe_tracectx.checks import Violation, check_handover
+from safe_tracectx.hooks import compilation as compilations
+from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
+from safe_tracectx.hooks.runs import current_run
+from safe_tracectx.labels import describe_trace
+from safe_tracectx.pass_catalog import step_label
+from safe_tracectx.program import undefined_globals
+
+__all__ = ["check_about_to_run", "hook_methods", "hooked_methods", "make_interpreter_hook", "unhook_methods"]
+
+#: (name, original) of each TraceCtx method replaced now.
+_replaced: Final[list[tuple[str, Any]]] = []
+#: Modules whose frames make no step of their own (they build traces for someone else).
+#: ``from_trace``, and the trace interpreters a pass subclasses to build its trace (the pass is the maker).
+_LOOK_THROUGH: Final = ("thunder.core.trace", "thunder.core.trace_interpreter")
+
+
+def _maker(frame: FrameType | None) -> tuple[str, str] | None:
+    """(``module.qualname``, ``qualname``) of the function that made a trace (None: this package made it, for itself)."""
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", "?"))
+        if module.startswith("safe_tracectx"):
+            return None
+        # A constructor (a trace interpreter's, a processor's) builds its trace for whoever constructs it.
+        if module not in _LOOK_THROUGH and frame.f_code.co_name != "__init__":
+            return f"{module}.{frame.f_code.co_qualname}", frame.f_code.co_qualname
+        frame = frame.f_back
+    return None
+
+
+def _within() -> str | None:
+    run = current_run.get()
+    return None if run is None else run.label
+
+
+def _make_init(original: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: TraceCtx, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        compilation = compilations.current()
+        if compilation is None:
+            return
+        maker = _maker(sys._getframe(1))
+        if maker is not None:
+            compilation.record_step(self, step_label(None, *maker), maker[0], within=_within())
+
+    return __init__
+
+
+def _make_set_provenance(original: Callable[..., None]) -> Callable[..., None]:
+    def set_provenance(self: TraceCtx, provenance: Any) -> None:
+        original(self, provenance)
+        compilation = compilations.current()
+        if compilation is None:
+            return
+        maker = _maker(sys._getframe(1))
+        if maker is not None:
+            compilation.record_step(self, step_label(provenance, *maker), maker[0], within=_within(), named=True)
+
+    return set_provenance
+
+
+def _make_python_callable(original: Callable[..., Any]) -> Callable[..., Any]:
+    def python_callable(self: TraceCtx, *args: Any, **kwargs: Any) -> Any:
+        function = original(self, *args, **kwargs)
+        compilation = compilations.current()
+        if compilation is not None:
+            check_about_to_run(compilation, self, function)
+        return function
+
+    return python_callable
+
+
+def check_about_to_run(compilation: compilations.Compilation, trace: TraceCtx, function: Any) -> None:
+    """``trace`` is about to run (as ``function``, when Thunder compiled it): its program as it is, and the names
+    ``function`` reads."""
+    try:
+        found = _about_to_run(compilation, trace, function)
+    except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
+        internal_error(f"the program of {describe_trace(trace)}", error)
+        return
+    new = [v for v in found if (v.kind, v.name) not in compilation.reported and not switched_off(v.kind)]
+    if not new:
+        return
+    compilation.reported.update((v.kind, v.name) for v in new)
+    site = find_call_site()
+    made = compilation.step_of(trace)
+    fallback = made.culprit if made is not None else ("code generation", f"{type(trace).__module__}.TraceCtx.python_callable")
+    report_all([culprit_error(compilation, violation, trace, site, fallback=fallback,
+                              context=f"the trace about to run ({describe_trace(trace)}) has a program where ")
+                for violation in new])
+
+
+def _about_to_run(compilation: compilations.Compilation, trace: TraceCtx, function: Any) -> list[Violation]:
+    found: list[Violation] = []
+    if compilations.checked_kind(trace):
+        found = compilation.findings(trace, executed=True)[0]
+    if function is None:
+        return found + _handover_about_to_run(compilation, trace)
+    found += [
+        Violation(
+            "generated-code",
+            name,
+            f"the generated function {getattr(function, '__name__', '?')} reads {name}, which neither its "
+            "context nor Python's builtins define: it would fail with NameError",
+            describe_trace(trace),
+        )
+        for name in undefined_globals(function)
+    ]
+    found += _handover_about_to_run(compilation, trace)
+    return found
+
+
+def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCtx) -> list[Violation]:
+    """Once both the forward and the backward are about to run: what the one saves, the other must unpack."""
+    side = "backward" if compilations.is_backward(trace) else "forward" if compilations.checked_kind(trace) else None
+    if side is None:
+        return []
+    compilation.running[side] = trace
+    fw, bw = compilation.running.get("forward"), compilation.running.get("backward")
+    if fw is None or bw is None:
+        return []
+    compilation.running.clear()
+    return check_handover(fw, bw)
+
+
+def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``interpret_trace``/``interpret_trace_to_trace``, which evaluate a trace symbol by symbol: the trace is about
+    to run, and is checked as a program that runs as it is, before Thunder evaluates it."""
+
+    def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
+        compilation = compilations.current()
+        if compilation is not None and isinstance(trace, TraceCtx):
+            check_about_to_run(compilation, trace, None)
+        return original(trace, *args, **kwargs)
+
+    interpret.__wrapped__ = original  # type: ignore[attr-defined]
+    interpret.__doc__ = original.__doc__
+    interpret.__name__ = getattr(original, "__name__", "interpret_trace")
+    return interpret
+
+
+_HOOKS: Final[dict[str, Callable[[Any], Any]]] = {
+    "__init__": _make_init,
+    "set_provenance": _make_set_provenance,
+    "python_callable": _make_python_callable,
+}
+
+
+def hook_methods() -> None:
+    """Replace the three methods on ``TraceCtx`` (once: a second call changes nothing)."""
+    if _replaced:
+        return
+    for name, make in _HOOKS.items():
+        original = TraceCtx.__dict__[name]
+        replacement = make(original)
+        replacement.__wrapped__ = original
+        replacement.__doc__ = original.__doc__
+        setattr(TraceCtx, name, replacement)
+        _replaced.append((name, original))
+
+
+def unhook_methods() -> None:
+    """Put the original methods back."""
+    while _replaced:
+        name, original = _replaced.pop()
+        setattr(TraceCtx, name, original)
+
+
+def hooked_methods() -> list[str]:
+    """The ``TraceCtx`` methods replaced now."""
+    return [name for name, _ in _replaced]
+
