@@ -26,7 +26,12 @@ logger = logging.getLogger("safe_tracectx")
 def action_for(error: TraceContextError, policy: Policy | None = None) -> str:
     """The action the policy (default: the one in force) takes for ``error``."""
     check = error.check
-    return "raise" if check is None else str(getattr(policy or get_policy(), check))
+    if check is None:
+        return "raise"
+    chosen = policy or get_policy()
+    if error.kind is not None and (own := chosen.action_of_check(error.kind)) is not None:
+        return own
+    return str(getattr(chosen, check))
 
 
 def record(error: TraceContextError, action: str) -> None:
@@ -41,13 +46,16 @@ def record(error: TraceContextError, action: str) -> None:
             action=action,
             message=error.message,
             fix=error.fix,
+            kind=error.kind,
+            names=list(error.names),
+            culprit=None if error.culprit is None else f"{error.culprit[0]} ({error.culprit[1]})",
         )
 
 
 def carry_out(error: TraceContextError, action: str, *, in_flight: BaseException | None = None) -> None:
     """Raise, warn, log or ignore ``error``; never replace a BaseException that is not an Exception."""
     __tracebackhide__ = True  # pytest shows the user's line, not this one
-    if action == "ignore":
+    if action in ("ignore", "off"):
         return
     if in_flight is not None and not isinstance(in_flight, Exception):
         in_flight.add_note(f"safe-tracectx: {error}")
@@ -83,5 +91,7 @@ def act(
             logger.warning("%s; and: %s", bad_policy, error)
             return
         raise
+    if action == "off":  # a trace check switched off: not a finding at all
+        return
     record(error, action)
     carry_out(error, action, in_flight=in_flight)

@@ -10,8 +10,8 @@ default, else ``SAFE_TRACECTX_POLICY``, else STRICT)::
     ('traceless', 'raise')
     >>> get_policy().missing_trace
     'raise'
-    >>> get_policy().broken_trace  # a broken trace is Thunder's to catch: reported, never raised by default
-    'warn'
+    >>> get_policy().broken_trace  # a trace whose program would fail: raised at the pass that made it
+    'raise'
 
 :func:`safe_tracectx.actions.act` carries an action out; ``use_policy`` is a
 block like ``tracectx`` (``safe_tracectx.context.policy_block``).
@@ -22,7 +22,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from contextvars import ContextVar
+from collections.abc import Iterable
 from typing import Final, Literal, get_args
+
+from safe_tracectx.errors import TRACE_CHECKS
 
 __all__ = [
     "AUDIT",
@@ -31,9 +34,11 @@ __all__ = [
     "PRESETS",
     "STRICT",
     "Action",
+    "CheckAction",
     "MissingTraceAction",
     "Policy",
     "as_policy",
+    "check_overrides",
     "default_policy",
     "or_default",
     "get_policy",
@@ -43,11 +48,14 @@ __all__ = [
 
 Action = Literal["raise", "warn", "log", "ignore"]
 MissingTraceAction = Literal["raise", "warn", "log", "ignore", "traceless"]
+#: What a single trace check may be given: an action, or ``off`` (not reported at all, not even to the audit).
+CheckAction = Literal["raise", "warn", "log", "ignore", "off"]
 
 ENV_VAR: Final = "SAFE_TRACECTX_POLICY"
 
 _ACTIONS: Final = get_args(Action)
 _MISSING_TRACE_ACTIONS: Final = get_args(MissingTraceAction)
+_CHECK_ACTIONS: Final = get_args(CheckAction)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,9 +64,10 @@ class Policy:
 
     ``missing_trace`` also takes ``"traceless"``: a proxy made with no active
     trace is then made as if inside :func:`safe_tracectx.traceless`.
-    ``broken_trace`` (a pass's output uses a proxy before defining it: a broken
-    trace, not a trace-context bug) warns in both presets, so that Thunder's
-    own checks and errors behave as without the hooks.
+    ``broken_trace`` (a pass made a trace whose program will fail: a use
+    before definition, a callee it cannot name, a hand-over that does not
+    match) raises under STRICT. ``checks`` gives single trace checks an action
+    of their own (``Policy().replace(defined_twice="warn")``).
     """
 
     missing_trace: MissingTraceAction = "raise"
@@ -66,26 +75,62 @@ class Policy:
     name_clash: Action = "raise"
     leaked_proxy: Action = "raise"
     read_only: Action = "raise"
-    broken_trace: Action = "warn"
+    broken_trace: Action = "raise"
+    #: Actions of single trace checks (``("defined-twice", "warn")``, ...), over their category's. Two are off
+    #: unless asked for: they foresee a clash rather than see one (a name its trace's namer can still hand out; a
+    #: namer borrowed from another trace); when the clash happens, ``defined-twice`` reports it.
+    checks: tuple[tuple[str, CheckAction], ...] = (("unregistered-name", "off"), ("borrowed-namer", "off"))
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
+            if field.name == "checks":
+                continue
             value = getattr(self, field.name)
             valid = _MISSING_TRACE_ACTIONS if field.name == "missing_trace" else _ACTIONS
             if value not in valid:
                 raise ValueError(
                     f"Policy.{field.name}={value!r} is not a valid action; use one of: {', '.join(valid)}"
                 )
+        if not isinstance(self.checks, tuple):
+            raise TypeError(f"Policy.checks takes a tuple of (check, action) pairs, got {type(self.checks).__name__}")
+        for item in self.checks:
+            if not (isinstance(item, tuple) and len(item) == 2):
+                raise TypeError(f"Policy.checks takes (check, action) pairs, got {item!r}")
+            check, action = item
+            if check not in TRACE_CHECKS:
+                raise ValueError(f"Policy.checks: {check!r} is not a trace check; use one of: {', '.join(TRACE_CHECKS)}")
+            if action not in _CHECK_ACTIONS:
+                raise ValueError(
+                    f"Policy.checks: {check}={action!r} is not a valid action; use one of: {', '.join(_CHECK_ACTIONS)}"
+                )
+
+    def action_of_check(self, kind: str) -> CheckAction | None:
+        """The action this policy gives one trace check of its own (None: its category's field decides)."""
+        for check, action in self.checks:
+            if check == kind:
+                return action
+        return None
 
     def replace(self, **overrides: str) -> Policy:
-        """A copy with some actions changed; unknown check names raise ``ValueError``."""
-        known = {field.name for field in dataclasses.fields(self)}
-        unknown = sorted(set(overrides) - known)
+        """A copy with some actions changed: policy fields (``name_clash="warn"``) or single trace checks
+        (``defined_twice="warn"``, underscores for hyphens); unknown names raise ``ValueError``."""
+        known = {field.name for field in dataclasses.fields(self)} - {"checks"}
+        fields: dict[str, str] = {}
+        checks = dict(self.checks)
+        unknown = []
+        for name, action in overrides.items():
+            if name in known:
+                fields[name] = action
+            elif (check := name.replace("_", "-")) in TRACE_CHECKS:
+                checks[check] = action  # type: ignore[assignment]
+            else:
+                unknown.append(name)
         if unknown:
             raise ValueError(
-                f"unknown policy check(s) {', '.join(unknown)}; the checks are: {', '.join(sorted(known))}"
+                f"unknown policy check(s) {', '.join(sorted(unknown))}; the checks are: {', '.join(sorted(known))}, "
+                f"and the trace checks: {', '.join(c.replace('-', '_') for c in TRACE_CHECKS)}"
             )
-        return dataclasses.replace(self, **overrides)  # type: ignore[arg-type]
+        return dataclasses.replace(self, **fields, checks=tuple(checks.items()))  # type: ignore[arg-type]
 
 
 STRICT: Final = Policy()
@@ -96,7 +141,10 @@ LENIENT: Final = Policy(
 #: The non-raising mode of ``safe-tracectx run --policy audit`` and ``pytest --safe-tracectx=audit``: every
 #: violation is recorded by the audit (``act`` records before acting), nothing raises, warns or changes what
 #: Thunder does (a proxy made with no trace fails as it would without the hooks).
-AUDIT: Final = Policy(**{field.name: "ignore" for field in dataclasses.fields(Policy)})
+AUDIT: Final = Policy(
+    missing_trace="ignore", unbalanced="ignore", name_clash="ignore", leaked_proxy="ignore", read_only="ignore",
+    broken_trace="ignore",
+)
 PRESETS: Final[dict[str, Policy]] = {"strict": STRICT, "lenient": LENIENT, "audit": AUDIT}
 
 #: The policy of the innermost ``use_policy`` block (per thread and asyncio task).
@@ -122,6 +170,22 @@ def as_policy(policy: object, *, source: str, overrides: dict[str, str] | None =
             f"{source} takes a Policy or a preset name ({', '.join(PRESETS)}), got {type(policy).__name__}"
         )
     return base.replace(**overrides) if overrides else base
+
+
+def check_overrides(items: Iterable[str], *, option: str) -> dict[str, str]:
+    """``["defined-twice=warn", ...]`` (``--check``, ``--safe-tracectx-check``) as ``Policy.replace`` overrides;
+    a ValueError naming ``option`` and the form for a malformed item.
+
+        >>> check_overrides(["use-before-definition=warn"], option="--check")
+        {'use_before_definition': 'warn'}
+    """
+    overrides: dict[str, str] = {}
+    for item in items:
+        check, equals, action = item.partition("=")
+        if not equals or not check.strip() or not action.strip():
+            raise ValueError(f"{option} {item}: give CHECK=ACTION, e.g. {option} use-before-definition=warn")
+        overrides[check.strip().replace("-", "_")] = action.strip()
+    return overrides
 
 
 def _env_default() -> Policy:

@@ -52,6 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--safe-tracectx-report", metavar="FILE", default=None, help="write the per-test audit summary as JSON"
     )
+    group.addoption(
+        "--safe-tracectx-check",
+        action="append",
+        default=[],
+        metavar="CHECK=ACTION",
+        help="one trace check's own action, e.g. use-before-definition=warn (repeatable)",
+    )
     parser.addini("safe_tracectx", "the safe-tracectx mode (strict, lenient or audit) when no flag is given")
     from safe_tracectx import pytest_sweep
 
@@ -61,8 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class _PluginState:
     """Per-session state: the mode, the session's installation, the running test's log, finished tests."""
 
-    def __init__(self, mode: str, report_path: str | None) -> None:
+    def __init__(self, mode: str, report_path: str | None, policy: Policy) -> None:
         self.mode = mode
+        self._policy = policy
         self.report_path = report_path
         self.installation: Installation | None = None
         self.current: AuditLog | None = None
@@ -70,7 +78,7 @@ class _PluginState:
         self.tests: dict[str, dict[str, Any]] = {}
 
     def policy(self) -> Policy:
-        return PRESETS[self.mode]
+        return self._policy
 
 
 def _mode(config: pytest.Config) -> str | None:
@@ -115,7 +123,14 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = check_writable(report_path)
         if problem is not None:
             raise pytest.UsageError(f"--safe-tracectx-report: {problem}")
-    state = _PluginState(mode, report_path)
+    from safe_tracectx.policy import check_overrides
+
+    try:
+        overrides = check_overrides(config.getoption("--safe-tracectx-check") or (), option="--safe-tracectx-check")
+        policy = PRESETS[mode].replace(**overrides)
+    except ValueError as error:
+        raise pytest.UsageError(f"--safe-tracectx-check: {error}") from None
+    state = _PluginState(mode, report_path, policy)
     config.stash[_STATE] = state
     if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
         return  # the xdist controller runs no test

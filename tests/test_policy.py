@@ -28,9 +28,41 @@ from safe_tracectx.context import TracelessTrace
 
 def test_strict_is_the_default_and_raises_every_trace_context_misuse() -> None:
     assert get_policy() is STRICT
-    checks = {f: getattr(STRICT, f) for f in STRICT.__dataclass_fields__}
-    assert checks.pop("broken_trace") == "warn"  # a broken trace is Thunder's to reject (test_broken_trace.py)
-    assert set(checks.values()) == {"raise"}
+    fields = {f: getattr(STRICT, f) for f in STRICT.__dataclass_fields__}
+    # the two checks that foresee a clash rather than see one are off unless asked for
+    assert fields.pop("checks") == (("unregistered-name", "off"), ("borrowed-namer", "off"))
+    assert set(fields.values()) == {"raise"}  # a trace whose program would fail (broken_trace) included
+
+
+def test_one_trace_check_gets_an_action_of_its_own() -> None:
+    from safe_tracectx.errors import UseBeforeDefinitionError
+    from safe_tracectx.actions import action_for
+    from safe_tracectx.policy import AUDIT, check_overrides
+
+    error = UseBeforeDefinitionError("t0 is used before", fix="define it")
+    error.kind = "use-before-definition"
+    warned = STRICT.replace(use_before_definition="warn", unregistered_name="raise")
+    assert action_for(error, warned) == "warn" and action_for(error, STRICT) == "raise"
+    assert warned.action_of_check("unregistered-name") == "raise" and warned.action_of_check("defined-twice") is None
+    assert warned.broken_trace == "raise"  # the category stays
+    error.kind = None
+    assert action_for(error, warned) == "raise"  # an error of no trace check: its category decides
+    assert {f: getattr(AUDIT, f) for f in AUDIT.__dataclass_fields__ if f != "checks"} == dict.fromkeys(
+        ("missing_trace", "unbalanced", "name_clash", "leaked_proxy", "read_only", "broken_trace"), "ignore"
+    )
+    assert check_overrides(["defined-twice=warn", " generated_code = log "], option="--check") == {
+        "defined_twice": "warn", "generated_code": "log"
+    }
+    with pytest.raises(ValueError, match="--check defined-twice: give CHECK=ACTION, e.g. --check use-before-definition=warn"):
+        check_overrides(["defined-twice"], option="--check")
+    with pytest.raises(ValueError, match="unknown policy check\\(s\\) defined_twise; .* the trace checks: use_before_definition"):
+        STRICT.replace(defined_twise="warn")
+    with pytest.raises(ValueError, match="Policy.checks: defined-twice='loud' is not a valid action; use one of: raise, warn, log, ignore, off"):
+        STRICT.replace(defined_twice="loud")
+    with pytest.raises(ValueError, match="Policy.checks: 'nonsense' is not a trace check"):
+        Policy(checks=(("nonsense", "warn"),))
+    with pytest.raises(TypeError, match="Policy.checks takes a tuple of"):
+        Policy(checks=[("defined-twice", "warn")])  # type: ignore[arg-type]
 
 
 def test_lenient_makes_missing_traces_traceless_and_warns_the_rest() -> None:
@@ -52,7 +84,7 @@ def test_bad_action_lists_the_valid_ones() -> None:
 
 
 def test_bad_preset_and_unknown_event_are_value_errors() -> None:
-    with pytest.raises(ValueError, match="'paranoid' is not a policy preset; use one of: strict, lenient"):
+    with pytest.raises(ValueError, match="'paranoid' is not a policy preset; use one of: strict, lenient, audit"):
         use_policy("paranoid")
     with pytest.raises(ValueError, match="unknown policy check\\(s\\) typo; the checks are"):
         use_policy("strict", typo="raise")

@@ -7,7 +7,7 @@ import sys
 import time
 import warnings
 
-from safe_tracectx.cli.options import check_outputs, usage_error
+from safe_tracectx.cli.options import check_outputs, chosen_policy, usage_error
 
 __all__ = ["demo_command"]
 
@@ -21,6 +21,10 @@ def demo_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         return run_tour(sys.stdout)
     if (problem := check_outputs(args)) is not None:
         return usage_error(parser, problem)
+    try:
+        policy = chosen_policy(args)
+    except ValueError as error:
+        return usage_error(parser, str(error))
     from safe_tracectx.cli.run import run_audited
     from safe_tracectx.demo.main_job import demo_step
 
@@ -29,7 +33,7 @@ def demo_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     print("[  0.0s] importing torch and lightning-thunder, installing the hooks ...", flush=True)
     return run_audited(
         lambda: demo_step(sys.stdout, started),
-        policy=args.policy,
+        policy=policy,
         json_path=args.json,
         top=args.top,
         fail_on_violation=args.fail_on_violation,

@@ -15,13 +15,13 @@ import os
 import sys
 
 from safe_tracectx.exitcodes import ExitStatus
-from safe_tracectx.policy import PRESETS
+from safe_tracectx.policy import ENV_VAR, PRESETS, Policy, as_policy, check_overrides, or_default
 
 __all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_folder", "check_outputs", "check_writable", "usage_error"]
 
 #: The options of ``run`` that take a value (``split_program`` needs to know them).
 AUDIT_OPTIONS_WITH_VALUE = frozenset(
-    {"--policy", "--json", "--top", "-m", "--data-file", "--html", "--max", "--seed", "--kinds", "--in-pass"}
+    {"--policy", "--check", "--json", "--top", "-m", "--data-file", "--html", "--max", "--seed", "--kinds", "--in-pass"}
 )
 
 
@@ -30,8 +30,16 @@ def add_audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
         choices=tuple(PRESETS),
-        default="strict",
-        help="strict raises, lenient warns, audit only records (default: strict)",
+        default=None,
+        help=f"strict raises, lenient warns, audit only records (default: ${ENV_VAR}, else strict)",
+    )
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="CHECK=ACTION",
+        help="one trace check's own action, e.g. --check use-before-definition=warn or --check "
+        "unregistered-name=raise (repeatable; actions: raise, warn, log, ignore, off)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the audit as JSON (safe-tracectx report FILE reads it)")
     parser.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (default: 15; 0: none)")
@@ -47,6 +55,17 @@ def add_audit_options(parser: argparse.ArgumentParser) -> None:
         "default .safe-tracectx.rank<RANK>.json); safe-tracectx combine merges them",
     )
     parser.add_argument("--html", metavar="DIR", help="also write the HTML report into DIR (under torchrun: DIR/rank<RANK>)")
+
+
+def chosen_policy(args: argparse.Namespace) -> Policy:
+    """The policy ``--policy`` and ``--check`` ask for (``SAFE_TRACECTX_POLICY`` when ``--policy`` is not given);
+    a ValueError naming the option and the choices for a bad one."""
+    base = or_default(None) if args.policy is None else PRESETS[args.policy]
+    overrides = check_overrides(getattr(args, "check", None) or (), option="--check")
+    try:
+        return as_policy(base, source="--policy", overrides=overrides)
+    except ValueError as error:
+        raise ValueError(f"--check: {error}") from None
 
 
 def usage_error(parser: argparse.ArgumentParser, message: str) -> int:

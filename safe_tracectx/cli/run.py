@@ -21,7 +21,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, usage_error
+from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, chosen_policy, usage_error
+from safe_tracectx.policy import Policy
 from safe_tracectx.exitcodes import ExitStatus
 
 __all__ = ["run_audited", "run_command", "run_module", "run_script", "split_program"]
@@ -57,7 +58,7 @@ def _exit_status(code: object) -> int:
 def run_audited(
     body: Callable[[], None],
     *,
-    policy: str = "strict",
+    policy: str | Policy = "strict",
     json_path: str | None = None,
     top: int = 15,
     fail_on_violation: bool = False,
@@ -155,6 +156,10 @@ def run_command(args: argparse.Namespace, program: list[str], parser: argparse.A
     """``safe-tracectx run``: check the arguments before anything runs, then run and report."""
     if (problem := check_outputs(args)) is not None:
         return usage_error(parser, problem)
+    try:
+        policy = chosen_policy(args)
+    except ValueError as error:
+        return usage_error(parser, str(error))
     if args.module is not None:
         body = run_module(args.module, program)
     elif program:
@@ -169,7 +174,7 @@ def run_command(args: argparse.Namespace, program: list[str], parser: argparse.A
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
     return run_audited(
         body,
-        policy=args.policy,
+        policy=policy,
         json_path=args.json,
         top=args.top,
         fail_on_violation=args.fail_on_violation,
