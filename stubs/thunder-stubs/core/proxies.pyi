@@ -1,4 +1,5 @@
-# Partial stubs: thunder.core.proxies (lightning-thunder 0.2.4 / 0.2.6).
+# Partial stubs: thunder.core.proxies (lightning-thunder 0.2.1 to main): precise types for what safe-tracectx
+# touches, Any for the rest (module and class __getattr__), so no code Thunder accepts is rejected.
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -10,6 +11,7 @@ def make_proxy_name(*, name: str | None = None, prefix: str | None = None) -> st
 def is_proxy_name_available(name: str | None = None) -> bool: ...
 
 class Proxy:
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     history: tuple[Any, ...] | None
     def __init__(
         self,
@@ -29,6 +31,7 @@ class Proxy:
     def replace_name(self: _P, name: str | None = None, *, disambiguate: bool = False) -> _P: ...
 
 class Variable:
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     proxy: Proxy
     name: str
     def __init__(self, p: Proxy) -> None: ...
@@ -37,6 +40,7 @@ def variableify(x: Any) -> Any: ...
 def unvariableify(x: Any) -> Any: ...
 
 class TensorProxy(Proxy):
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     def __init__(
         self,
         name: str | None = None,
@@ -63,9 +67,9 @@ class TensorProxy(Proxy):
     def dtype(self) -> dtypes.dtype: ...
     @property
     def requires_grad(self) -> bool: ...
-    def __getattr__(self, attr: str) -> Any: ...
 
 class NumberProxy(Proxy):
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     value: Any
     python_type: type
     def __init__(
@@ -100,3 +104,6 @@ class FloatProxy(NumberProxy):
         constraint: Any = None,
         tags: set[Any] | None = None,
     ) -> None: ...
+
+# The rest of the module: whatever these stubs do not spell out has the type Thunder gives it, never an error.
+def __getattr__(name: str) -> Any: ...

@@ -1,10 +1,12 @@
-# Partial stubs: thunder.core.symbol (lightning-thunder 0.2.4 / 0.2.6).
+# Partial stubs: thunder.core.symbol (lightning-thunder 0.2.1 to main): precise types for what safe-tracectx
+# touches, Any for the rest (module and class __getattr__), so no code Thunder accepts is rejected.
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from thunder.core.proxies import Proxy, Variable
 
 class Symbol:
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     name: str
     meta: Callable[..., Any] | None
     id: Any
@@ -31,12 +33,14 @@ class Symbol:
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class BoundSymbol:
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     sym: Symbol
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     output: Any
     subsymbols: Sequence[BoundSymbol]
     tags: set[Any]
+    _call_ctx: dict[str, Any] | None
     def __init__(
         self,
         sym: Symbol,
@@ -70,3 +74,15 @@ class BoundSymbol:
         skip_output: bool = False,
         skip_subsymbols: bool = False,
     ) -> BoundSymbol: ...
+
+def default_python_printer(
+    bsym: BoundSymbol, out_printables: Any, arg_printables: Sequence[Any], kwarg_printables: dict[str, Any]
+) -> str | Sequence[str]: ...
+
+class BoundSymbolTag:
+    BACKWARD: BoundSymbolTag
+    RECOMPUTE_IN_BACKWARD: BoundSymbolTag
+    def __getattr__(self, name: str) -> Any: ...
+
+# The rest of the module: whatever these stubs do not spell out has the type Thunder gives it, never an error.
+def __getattr__(name: str) -> Any: ...

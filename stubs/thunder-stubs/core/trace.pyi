@@ -1,4 +1,5 @@
-# Partial stubs: thunder.core.trace (lightning-thunder 0.2.4 / 0.2.6).
+# Partial stubs: thunder.core.trace (lightning-thunder 0.2.1 to main): precise types for what safe-tracectx
+# touches, Any for the rest (module and class __getattr__), so no code Thunder accepts is rejected.
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
@@ -8,10 +9,12 @@ from thunder.core.codeutils import SigInfo
 from thunder.core.symbol import BoundSymbol
 
 class TraceProvenance:
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     pss: str
     def __init__(self, pss: str) -> None: ...
 
 class TraceCtx:
+    def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
     fn: Callable[..., Any] | None
     args: Any
     kwargs: dict[str, Any]
@@ -56,3 +59,6 @@ def tracectx(trace: TraceCtx | None) -> AbstractContextManager[None]: ...
 def detached_trace() -> AbstractContextManager[None]: ...
 def maybe_start_trace(fn: Callable[..., Any]) -> tuple[bool, Token[TraceCtx | None] | None, TraceCtx]: ...
 def maybe_reset_trace(started: bool, tok: Token[TraceCtx | None] | None) -> None: ...
+
+# The rest of the module: whatever these stubs do not spell out has the type Thunder gives it, never an error.
+def __getattr__(name: str) -> Any: ...

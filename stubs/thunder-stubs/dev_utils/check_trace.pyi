@@ -1,6 +1,11 @@
-# Partial stubs: thunder.dev_utils.check_trace (lightning-thunder 0.2.4 / 0.2.6).
+# Partial stubs: thunder.dev_utils.check_trace (lightning-thunder 0.2.1 to main).
+from typing import Any
+
 from thunder.core.trace import TraceCtx
 
 CHECK_VERSION: int
 
 def check_trace(trace: TraceCtx, *, version: int = ...) -> None: ...
+
+# The rest of the module: whatever these stubs do not spell out has the type Thunder gives it, never an error.
+def __getattr__(name: str) -> Any: ...
