@@ -14,7 +14,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from safe_tracectx.callsite import CallSite
-from safe_tracectx.extras import MissingExtraError, require_thunder
+from safe_tracectx.extras import SUPPORTED_THUNDER, MissingExtraError, UnsupportedThunderError, require_thunder
 from safe_tracectx.errors import (
     BrokenTraceError,
     LeakedProxyError,
@@ -97,7 +97,16 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'safe_tracectx' has no attribute {name!r}")
     if module not in _WITHOUT_THUNDER:
         require_thunder(f"safe_tracectx.{name}")
-    value = getattr(importlib.import_module(module), name)
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as error:
+        if isinstance(error, UnsupportedThunderError) or not (error.name or "").startswith("thunder"):
+            raise
+        raise UnsupportedThunderError(
+            f"safe_tracectx.{name} needs a part of Lightning Thunder this one lacks ({error}); "
+            f"safe-tracectx supports {SUPPORTED_THUNDER}: pip install -U 'lightning-thunder>=0.2.1,<0.3'"
+        ) from error
+    value = getattr(loaded, name)
     globals()[name] = value
     return value
 
@@ -111,6 +120,7 @@ __all__ = [
     "CallSite",
     "LeakedProxyError",
     "MissingExtraError",
+    "UnsupportedThunderError",
     "MissingTraceAction",
     "MissingTraceError",
     "NameClashError",
