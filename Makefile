@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test env matrix bench soak
+.PHONY: demo test env matrix bench soak history
 
 env: $(STAMP)
 
@@ -40,3 +40,9 @@ bench: $(STAMP)
 # The state machine for 10^6 steps (25,000 examples x 40 steps); prints hypothesis' statistics.
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_state_machine.py --hypothesis-profile=soak --hypothesis-show-statistics
+
+# Thunder's history as the acceptance test (~40 min on 2 cores): every case of history/cases at its fix's parent
+# and at the fix (plain, strict, audit), and the ordinary programs at 0.2.1 to main; writes docs/history.md.
+# Thunder's packages come from the bundle in ../shared/thunder-history (THUNDER_HISTORY_BUNDLE), cached in build/.
+history: $(STAMP)
+	$(BIN)/python -m history --all --json build/history.json --markdown docs/history.md

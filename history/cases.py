@@ -13,14 +13,17 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["CASES_DIR", "Case", "ORDINARY", "load_cases"]
+__all__ = ["CASES_DIR", "EXPECTATIONS", "Case", "ORDINARY", "load_case", "load_cases"]
 
 HERE: Final = Path(__file__).resolve().parent
 CASES_DIR: Final = HERE / "cases"
 PROGRAMS: Final = HERE / "programs"
 
 _REQUIRED: Final = ("pr", "summary", "parent", "fix", "names", "culprit")
-_OPTIONAL: Final = ("program", "test", "fast", "needs", "cpu_adapted", "note", "kind", "args")
+_OPTIONAL: Final = ("program", "test", "fast", "needs", "cpu_adapted", "note", "kind", "args", "expect", "missed_because")
+#: What a case expects of safe-tracectx: caught at the parent (names and culprit, before Thunder's failure), or
+#: missed, for the reason given; silent at the fix either way.
+EXPECTATIONS: Final = ("caught", "missed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,9 @@ class Case:
     note: str | None = None
     #: Arguments for the program.
     args: tuple[str, ...] = ()
+    #: ``caught`` (the default) or ``missed``; a miss says why, and what catching it would need.
+    expect: str = "caught"
+    missed_because: str | None = None
 
     @property
     def runs_test(self) -> bool:
@@ -80,6 +86,10 @@ def load_case(path: Path) -> Case:
     case = Case(id=path.stem, **values)
     if case.program is not None and not case.program_path.is_file():
         raise ValueError(f"{where}: no program {case.program_path}")
+    if case.expect not in EXPECTATIONS:
+        raise ValueError(f"{where}: expect = {case.expect!r}; use one of {', '.join(EXPECTATIONS)}")
+    if (case.expect == "missed") != (case.missed_because is not None):
+        raise ValueError(f"{where}: a case expected to be missed says why in missed_because (and only such a case)")
     return case
 
 

@@ -155,9 +155,8 @@ def run_program(
             code, output = done.returncode, done.stdout + "\n" + done.stderr
         except subprocess.TimeoutExpired as expired:
             code = -9
-            output = f"{expired.stdout or ''}\n{expired.stderr or ''}\nTimeoutExpired: after {TIMEOUT} s"
-            if isinstance(output, bytes):
-                output = output.decode(errors="replace")
+            partial = [_text(expired.stdout), _text(expired.stderr), f"TimeoutExpired: after {TIMEOUT} s"]
+            output = "\n".join(partial)
         seconds = time.perf_counter() - started
         lines = [line.rstrip() for line in output.splitlines()]
         ours, other = _raised(lines)
@@ -172,3 +171,9 @@ def run_case(history: History, case: Case, modes: tuple[Mode, ...] = MODES) -> d
         side: {mode: run_program(history, case, revision, mode, test_from=pair) for mode in modes}
         for side, revision in (("parent", case.parent), ("fix", case.fix))
     }
+
+
+def _text(stream: str | bytes | None) -> str:
+    if isinstance(stream, bytes):
+        return stream.decode(errors="replace")
+    return stream or ""

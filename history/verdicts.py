@@ -36,12 +36,22 @@ def _reports(run: RunResult) -> list[tuple[str, list[str], str]]:
     return found
 
 
-def _matches(case: Case, report: tuple[str, list[str], str]) -> tuple[bool, bool]:
-    """(names all reported, culprit named) for one report."""
+def _matches(case: Case, report: tuple[str, list[str], str]) -> tuple[set[str], bool]:
+    """(the case's names this report names, whether it names the culprit)."""
     text, names, culprit = report
-    has_names = all(name in names or _mentions(text, name) for name in case.names)
+    found = {name for name in case.names if name in names or _mentions(text, name)}
     has_culprit = case.culprit.lower() in (culprit or text).lower()
-    return has_names, has_culprit
+    return found, has_culprit
+
+
+def _covers(case: Case, reports: list[tuple[str, list[str], str]], *, with_culprit: bool) -> bool:
+    """Every one of the case's names is in some report (that also names the culprit, ``with_culprit``)."""
+    named: set[str] = set()
+    for report in reports:
+        found, has_culprit = _matches(case, report)
+        if has_culprit or not with_culprit:
+            named |= found
+    return bool(reports) and named >= set(case.names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +67,17 @@ class Verdict:
     caught: bool
     culprits_seen: tuple[str, ...]
 
+    @property
+    def as_expected(self) -> bool:
+        """Caught if the case expects it; silent at the fix, and strict as plain there, either way."""
+        silent = self.fix_silent == "yes" and self.strict_fix.startswith("as plain")
+        return silent and (self.caught or self.case.expect == "missed")
+
     def row(self) -> list[str]:
         return [
             f"#{self.case.pr}",
             self.case.id,
+            self.case.expect,
             self.plain_parent,
             self.reported,
             self.timing,
@@ -70,7 +87,7 @@ class Verdict:
         ]
 
 
-HEADER: Final = ["PR", "case", "plain at parent", "reported at parent", "when", "silent at fix", "strict at fix",
+HEADER: Final = ["PR", "case", "expected", "plain at parent", "reported at parent", "when", "silent at fix", "strict at fix",
                  "caught"]
 
 
@@ -89,11 +106,10 @@ def judge(case: Case, runs: dict[str, dict[Mode, RunResult]]) -> Verdict:
     if broken:
         return Verdict(case, "harness error", "; ".join(broken), _MISSING, _MISSING, _MISSING, False, ())
     reports = _reports(parent["audit"]) + _reports(parent["strict"])
-    matched = [_matches(case, r) for r in reports]
     culprits = tuple(sorted({r[2] for r in reports if r[2]}))
-    if any(n and c for n, c in matched):
+    if _covers(case, reports, with_culprit=True):
         reported = "yes: names and pass"
-    elif any(n for n, _ in matched):
+    elif _covers(case, reports, with_culprit=False):
         reported = "names, another pass"
     elif reports:
         reported = f"other ({len(reports)})"
@@ -101,7 +117,7 @@ def judge(case: Case, runs: dict[str, dict[Mode, RunResult]]) -> Verdict:
         reported = "no"
     strict = parent["strict"]
     ours_first = strict.ours_raised is not None
-    strict_names = any(all(_matches(case, r)) for r in _reports(strict))
+    strict_names = _covers(case, _reports(strict), with_culprit=True)
     if not reports:
         timing = _MISSING
     elif ours_first and plain.failed:

@@ -1,0 +1,89 @@
+"""Thunder's own history as the acceptance test (``history/``): the fast cases, at the parent and at the fix.
+
+Each fast case runs strict with Thunder's package at the fix's parent (the bug)
+and at the fix. A case expected to be caught must be stopped at the parent by
+our error, with the bug's names and the pass that made it; every case must be
+silent at the fix, where the program works. ``make history`` runs every case
+plain, strict and audit, and the ordinary programs across versions.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from history.cases import Case, load_case, load_cases
+from history.packages import BUNDLE, History
+from history.runs import RunResult, run_program
+from history.verdicts import _covers, _reports
+
+pytestmark = pytest.mark.skipif(
+    not BUNDLE.is_file(), reason=f"Thunder's history bundle is not at {BUNDLE} (shared/ beside the clone)"
+)
+
+FAST = [case for case in load_cases() if case.fast]
+
+
+@pytest.fixture(scope="module")
+def strict_runs() -> dict[tuple[str, str], RunResult]:
+    """(case id, "parent" | "fix") -> the strict run, two at a time."""
+    history = History()
+    tasks = [(case, side, getattr(case, side)) for case in FAST for side in ("parent", "fix")]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            (case.id, side): pool.submit(run_program, history, case, revision, "strict", test_from=(case.parent, case.fix))
+            for case, side, revision in tasks
+        }
+        return {key: future.result() for key, future in futures.items()}
+
+
+def test_the_corpus_holds_the_cases_the_acceptance_test_needs() -> None:
+    cases = load_cases()
+    assert len(cases) >= 20
+    assert len(FAST) >= 6
+    assert {c.id for c in cases} >= {"pr2317", "pr2764", "pr1632", "pr1622", "pr2090", "pr1885"}
+    for case in cases:
+        assert case.names or case.expect == "missed", case.id
+        assert (case.program is None) != (case.test is None), case.id
+
+
+@pytest.mark.parametrize("case", FAST, ids=[c.id for c in FAST])
+def test_a_fast_case_is_caught_at_the_parent_as_expected_and_silent_at_the_fix(
+    case: Case, strict_runs: dict[tuple[str, str], RunResult]
+) -> None:
+    parent, fix = strict_runs[(case.id, "parent")], strict_runs[(case.id, "fix")]
+    for run in (parent, fix):
+        assert run.harness_error is None, f"{case.id}: {run.harness_error}\n{run.tail}"
+    assert not fix.failed, f"{case.id}: strict fails at the fix, where plain Thunder works:\n{fix.tail}"
+    assert not fix.violations and not fix.notes, f"{case.id}: reported at the fix: {fix.violations or fix.notes}"
+    assert parent.failed, f"{case.id}: passes at the parent"
+    if case.expect == "caught":
+        assert parent.ours_raised is not None, f"{case.id}: not stopped by our error:\n{parent.tail}"
+        assert _covers(case, _reports(parent), with_culprit=True), (
+            f"{case.id}: no report names {case.names} and {case.culprit!r}: {parent.violations}"
+        )
+
+
+def _write_case(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_malformed_case_is_refused_naming_its_file_and_what_is_wrong(tmp_path: Path) -> None:
+    base = 'pr = 1\nsummary = "s"\nparent = "a^"\nfix = "a"\nnames = ["t0"]\nculprit = "x"\n'
+    with pytest.raises(ValueError, match=r"bad\.toml: missing \['culprit'\]"):
+        load_case(_write_case(tmp_path, "bad", base.replace('culprit = "x"\n', "") + 'test = "t.py::t"\n'))
+    with pytest.raises(ValueError, match=r"both\.toml: give exactly one of program= and test="):
+        load_case(_write_case(tmp_path, "both", base + 'test = "t.py::t"\nprogram = "pr2317.py"\n'))
+    with pytest.raises(ValueError, match=r"unknown \['colprit'\]"):
+        load_case(_write_case(tmp_path, "typo", base + 'test = "t.py::t"\ncolprit = "x"\n'))
+    with pytest.raises(ValueError, match="says why in missed_because"):
+        load_case(_write_case(tmp_path, "miss", base + 'test = "t.py::t"\nexpect = "missed"\n'))
+    with pytest.raises(ValueError, match="no program"):
+        load_case(_write_case(tmp_path, "gone", base + 'program = "no_such_program.py"\n'))
+    case = load_case(_write_case(tmp_path, "good", base + 'test = "t.py::t"\n'))
+    assert (case.id, case.expect, case.names) == ("good", "caught", ("t0",))
