@@ -106,7 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if command == "combine":
             return combine_cli.combine_command(args, subs["combine"])
-        return combine_cli.report_command(args, subs["report"])
+        from safe_tracectx.cli.outputs import closed_stdout_safe
+
+        with closed_stdout_safe():  # `report FILE | head`: no BrokenPipeError, --html still written
+            return combine_cli.report_command(args, subs["report"])
     if getattr(args, "top", 0) < 0:
         return usage_error(subs[command], "--top must be >= 0")
     from safe_tracectx.extras import MissingExtraError, require_thunder

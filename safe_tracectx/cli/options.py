@@ -41,7 +41,12 @@ def add_audit_options(parser: argparse.ArgumentParser) -> None:
         help="one trace check's own action, e.g. --check use-before-definition=warn or --check "
         "unregistered-name=raise (repeatable; actions: raise, warn, log, ignore, off)",
     )
-    parser.add_argument("--json", metavar="FILE", help="also write the audit as JSON (safe-tracectx report FILE reads it)")
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the audit as JSON (safe-tracectx report FILE reads it); "
+        "-: standard output, instead of the text report",
+    )
     parser.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (default: 15; 0: none)")
     parser.add_argument(
         "--fail-on-violation",
@@ -98,14 +103,22 @@ def check_outputs(args: argparse.Namespace) -> str | None:
 
     Each path is checked as this process would write it: this rank's file under a launch.
     """
-    from safe_tracectx.cli.outputs import PLACEHOLDER, rank_data_file, unknown_placeholder
+    from safe_tracectx.cli.outputs import PLACEHOLDER, STDOUT, rank_data_file, unknown_placeholder
     from safe_tracectx.ranks import RankEnvironmentError, rank_info
 
     try:
         info = rank_info()
     except RankEnvironmentError as error:
         return str(error)
-    for option, path in (("--json", args.json), ("--data-file", getattr(args, "data_file", None))):
+    json_path = args.json
+    if json_path == STDOUT:
+        if info is not None:
+            return (
+                "--json -: under a launch the ranks share standard output; "
+                f"give each its file (--json audit-{PLACEHOLDER}.json)"
+            )
+        json_path = None  # standard output: nothing to check
+    for option, path in (("--json", json_path), ("--data-file", getattr(args, "data_file", None))):
         if path is not None and (odd := unknown_placeholder(path)) is not None:
             return (
                 f"{option} {path}: {odd} is not a placeholder; the one accepted is {PLACEHOLDER} "

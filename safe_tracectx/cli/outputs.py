@@ -15,14 +15,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final, TextIO, cast
 
 from safe_tracectx.ranks import RankInfo, default_data_file, rank_summary
 
-__all__ = ["PLACEHOLDER", "finish_run", "rank_data_file", "unknown_placeholder", "write_document"]
+__all__ = [
+    "PLACEHOLDER",
+    "STDOUT",
+    "ClosedOutputSafe",
+    "closed_stdout_safe",
+    "finish_run",
+    "rank_data_file",
+    "unknown_placeholder",
+    "write_document",
+]
+
+#: ``--json -``: the document goes to standard output (``-`` as in ``lint -``), instead of the text report.
+STDOUT: Final = "-"
 
 #: The one placeholder of an output path: the global rank (0 outside a launch).
 PLACEHOLDER: Final = "{rank}"
@@ -60,6 +76,62 @@ def write_document(document: dict[str, Any], path: str, *, compact: bool = False
     Path(path).write_text(text + "\n", encoding="utf-8")
 
 
+class ClosedOutputSafe:
+    """A text stream whose reader may be gone (``safe-tracectx run prog.py | head -1``): writes then go nowhere.
+
+    On the first ``BrokenPipeError`` the stream's file descriptor is pointed at ``os.devnull``, as the Python
+    docs recommend (the note on SIGPIPE in the ``signal`` module): the rest of the work (data files, ``--json``,
+    ``--html``, the exit status) goes on, and Python's own flush at exit has nothing to complain about.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.closed_by_reader = stream is None  # started with standard output closed (>&-): print writes nothing
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._discard()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._discard()
+
+    def _discard(self) -> None:
+        self.closed_by_reader = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())  # what is still buffered is flushed there, without an error
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def closed_stdout_safe() -> Iterator[None]:
+    """Within: ``sys.stdout`` survives a reader that went away (``safe-tracectx report FILE | head -1``);
+    it is flushed at the end, so nothing is left to fail at exit."""
+    saved = sys.stdout
+    if saved is None:  # started with standard output closed (``>&-``): print already writes nothing
+        yield
+        return
+    guarded = ClosedOutputSafe(saved)
+    sys.stdout = replacement = cast(TextIO, guarded)
+    try:
+        yield
+    finally:
+        guarded.flush()
+        if sys.stdout is replacement:
+            sys.stdout = saved
+
+
 def finish_run(
     document: dict[str, Any],
     *,
@@ -70,30 +142,43 @@ def finish_run(
     top: int,
     stream: TextIO,
 ) -> None:
-    """Print the report (a short summary per rank under a launch); write the data file(s) and the HTML report."""
+    """Print the report (a short summary per rank under a launch); write the data file(s) and the HTML report.
+
+    ``json_path`` ``-`` (:data:`STDOUT`): the JSON document is what goes to ``stream``, instead of the text report
+    (as ``coverage json -o -``), and the lines naming the files written go to standard error. A reader of
+    ``stream`` that went away (``| head``) loses it nothing else: every file is still written.
+    """
     from safe_tracectx.report import render_text
 
+    out = ClosedOutputSafe(stream)
+    to_stdout = json_path == STDOUT
+    notes = ClosedOutputSafe(sys.stderr) if to_stdout else out  # stdout holds nothing but the document
     if info is not None:
         document["rank"] = info.to_dict()
     target = rank_data_file(data_file, info)
-    if info is None or json_path is not None:
-        print(file=stream)
-        print(render_text(document, top=top), file=stream, flush=True)
-    if json_path is not None:
+    if to_stdout:
+        out.write(json.dumps(document, default=str, indent=2) + "\n")
+        out.flush()
+    elif info is None or json_path is not None:
+        print(file=out)
+        print(render_text(document, top=top), file=out, flush=True)
+    if json_path is not None and not to_stdout:
         written = rank_data_file(json_path, info)
         assert written is not None
         write_document(document, written)
-        print(f"\naudit log written to {written}", file=stream)
+        print(f"\naudit log written to {written}", file=out)
     if target is not None:
         write_document(document, target, compact=True)
     if info is not None:
-        stream.write(rank_summary(document, info, target) + "\n")  # one write: ranks share the terminal
-        stream.flush()
+        notes.write(rank_summary(document, info, target) + "\n")  # one write: ranks share the terminal
+        notes.flush()
     elif target is not None:
-        print(f"data file written to {target}", file=stream)
+        print(f"data file written to {target}", file=notes)
     if html_dir is not None:
         from safe_tracectx.html_report import write_html
 
         folder = html_dir if info is None else str(Path(html_dir) / f"rank{info.rank}")
         index = write_html(document, folder)
-        print(f"HTML report written to {index}", file=stream)
+        print(f"HTML report written to {index}", file=notes)
+    out.flush()  # now, not at exit: a reader that went away is then no error of Python's
+    notes.flush()
