@@ -7,7 +7,9 @@
   hooked ``make_proxy_name`` against Thunder's own, timed in interleaved rounds;
 - the pass hooks' own time and the collector's are probed in every round of
   the benchmark itself (``compile_probes``);
-- ``check_fraction``: ``check_trace`` over every trace a plain compile keeps.
+- ``check_fraction``: ``check_trace`` over every trace a plain compile keeps,
+  the saved-for-backward hand-over of its final forward and backward, and the
+  generated-code scan of every compiled program (the checks the hooks add).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from nanogpt_compile import compile_once, installation
 
 from safe_tracectx import events, tracectx
 from safe_tracectx.checks import check_trace
+from safe_tracectx.handover import check_handover
+from safe_tracectx.generated_code import undefined_globals
 from safe_tracectx.hooks import guard, runs
 
 __all__ = ["HOOKED_OPS", "check_fraction", "count_calls", "per_call_costs"]
@@ -91,15 +95,25 @@ def per_call_costs(rounds: int) -> dict[str, Samples]:
 
 
 def check_fraction(model: torch.nn.Module, idx: torch.Tensor) -> dict[str, float]:
-    """``check_trace`` over every trace of a plain compile: its CPU seconds against the compile's."""
+    """The checks' CPU seconds over a plain compile's traces, against the compile's: ``check_trace`` over every
+    trace, ``check_handover`` of the final forward and backward, the generated-code scan of every program."""
     model.zero_grad(set_to_none=True)
     started = time.process_time()
     jitted = thunder.jit(model)
     _, loss = jitted(idx, idx)
     loss.backward()
     compile_seconds = time.process_time() - started
-    traces = [*thunder.last_traces(jitted), *thunder.last_backward_traces(jitted)]
+    forward, backward = thunder.last_traces(jitted), thunder.last_backward_traces(jitted)
+    traces = [*forward, *backward]
     started = time.process_time()
     violations = sum(len(check_trace(t)) for t in traces)
     checks = time.process_time() - started
-    return {"compile": compile_seconds, "checks": checks, "traces": len(traces), "violations": violations}
+    started = time.process_time()
+    violations += len(check_handover(forward[-1], backward[-1]))
+    handover = time.process_time() - started
+    programs = [t.python_callable() for t in (forward[-1], backward[-1])]  # compiled once, as Thunder does
+    started = time.process_time()
+    violations += sum(len(undefined_globals(program)) for program in programs)
+    generated = time.process_time() - started
+    return {"compile": compile_seconds, "checks": checks, "handover": handover, "generated_code": generated,
+            "programs": len(programs), "traces": len(traces), "violations": violations}

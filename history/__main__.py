@@ -8,6 +8,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from history.cases import ORDINARY, Case, load_cases
@@ -27,16 +28,32 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     parser.add_argument("--json", metavar="FILE", help="write every run's result as JSON")
     parser.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown")
+    parser.add_argument("--from", dest="saved", metavar="FILE",
+                        help="reuse the runs saved by an earlier --json FILE (same commits), run only the others, judge all "
+                             "with the cases as they are now")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each run's tail")
     return parser
 
 
+def _saved(raw: dict[str, Any]) -> dict[tuple[str, ...], RunResult]:
+    """The runs of an earlier ``--json`` document's section, keyed as when they ran."""
+    return {tuple(key.split("/")): RunResult(**value) for key, value in raw.items()}
+
+
 def _corpus(
-    history: History, cases: list[Case], jobs: int, verbose: bool, modes: tuple[Mode, ...] = MODES
+    history: History, cases: list[Case], jobs: int, verbose: bool, modes: tuple[Mode, ...] = MODES,
+    saved: dict[str, Any] | None = None, checkpoint: Callable[[dict[str, Any]], None] = lambda raw: None,
 ) -> tuple[list[Verdict], dict[str, Any]]:
     tasks = [(case, side, revision, mode) for case in cases
              for side, revision in (("parent", case.parent), ("fix", case.fix)) for mode in modes]
     results: dict[tuple[str, str, Mode], RunResult] = {}
+    if saved is not None:  # what was saved is reused (when it ran the same commit); the rest runs now
+        found = _saved(saved)
+        for case, side, revision, mode in tasks:
+            run = found.get((case.id, side, mode))
+            if run is not None and run.commit == history.resolve(revision):
+                results[(case.id, side, mode)] = run
+        tasks = [t for t in tasks if (t[0].id, t[1], t[3]) not in results]
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {
             pool.submit(run_program, history, case, revision, mode, test_from=(case.parent, case.fix)): (case.id, side, mode)
@@ -45,21 +62,26 @@ def _corpus(
         for future in concurrent.futures.as_completed(futures):
             key = futures[future]
             results[key] = result = future.result()
+            checkpoint({"/".join(k): v.to_dict() for k, v in results.items()})
             print(f"  {key[0]:<10} {key[1]:<6} {key[2]:<6} exit {result.returncode:<4} {result.seconds:6.1f} s"
                   f"  violations {len(result.violations)}  notes {len(result.notes)}"
                   f"{'  ours: ' + result.ours_raised if result.ours_raised else ''}"
                   f"{'  raised: ' + result.other_raised if result.other_raised else ''}", file=sys.stderr)
             if verbose:
                 print(result.tail, file=sys.stderr)
+    complete = all((case.id, side, mode) in results for case in cases for side in ("parent", "fix") for mode in MODES)
     verdicts = [
         judge(case, {side: {mode: results[(case.id, side, mode)] for mode in MODES} for side in ("parent", "fix")})
         for case in cases
-    ] if modes == MODES else []
+    ] if complete else []
     raw = {f"{k[0]}/{k[1]}/{k[2]}": v.to_dict() for k, v in results.items()}
     return verdicts, raw
 
 
-def _ordinary(history: History, versions: list[str], jobs: int, verbose: bool) -> tuple[list[list[str]], dict[str, Any]]:
+def _ordinary(
+    history: History, versions: list[str], jobs: int, verbose: bool, saved: dict[str, Any] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] = lambda raw: None,
+) -> tuple[list[list[str]], dict[str, Any]]:
     tasks = []
     for version in versions:
         for program in ORDINARY["programs"]:
@@ -71,12 +93,17 @@ def _ordinary(history: History, versions: list[str], jobs: int, verbose: bool) -
                 for mode in MODES:
                     tasks.append((version, case, mode))
     results: dict[tuple[str, str, str], RunResult] = {}
+    if saved is not None:  # what was saved is reused; the rest runs now
+        found = _saved(saved)
+        results = {(v, c.id, m): found[(v, c.id, m)] for v, c, m in tasks if (v, c.id, m) in found}
+        tasks = [t for t in tasks if (t[0], t[1].id, t[2]) not in results]
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(run_program, history, case, version, mode): (version, case.id, mode)
                    for version, case, mode in tasks}
         for future in concurrent.futures.as_completed(futures):
             key = futures[future]
             results[key] = result = future.result()
+            checkpoint({"/".join(k): v.to_dict() for k, v in results.items()})
             print(f"  {key[0]:<6} {key[1]:<28} {key[2]:<6} exit {result.returncode:<4} {result.seconds:6.1f} s"
                   f"  violations {len(result.violations)}", file=sys.stderr)
             if verbose and (result.failed or result.violations):
@@ -104,8 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     except HistoryUnavailable as error:
         print(f"python -m history: {error}", file=sys.stderr)
         return 2
-    out: list[str] = []
+    out: list[str] = [
+        "# Thunder's history as the acceptance test", "",
+        "Written by `make history` (`python -m history --all`); the cases are `history/cases/*.toml`. Each case runs "
+        "at the fix's parent (the bug) and at the fix: plain Thunder, `safe-tracectx run --policy strict` (or the "
+        "pytest plugin) and the non-raising `audit` mode. **Caught** means a report names every one of the bug's "
+        "names and the pass or step that made the trace, before or instead of Thunder's own failure, with nothing "
+        "reported at the fix and strict behaving as plain there.", "",
+    ]
     raw: dict[str, Any] = {}
+    saved: dict[str, Any] = json.loads(Path(args.saved).read_text()) if args.saved else {}
+
+    def checkpoint(section: str) -> Callable[[dict[str, Any]], None]:
+        """Keep ``--json``'s file up to date after every run: an interrupted run keeps what it did (``--from``)."""
+        def save(runs: dict[str, Any]) -> None:
+            if args.json:
+                raw[section] = runs
+                Path(args.json).write_text(json.dumps(raw, indent=1, default=str))
+        return save
     status = 0
     if not args.ordinary or args.all:
         cases = load_cases()
@@ -122,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             print(f"python -m history: unknown mode(s) {bad}; use {', '.join(MODES)}", file=sys.stderr)
             return 2
-        verdicts, raw["corpus"] = _corpus(history, cases, args.jobs, args.verbose, modes)
+        verdicts, raw["corpus"] = _corpus(history, cases, args.jobs, args.verbose, modes,
+                                          saved.get("corpus", {}) if args.saved else None, checkpoint("corpus"))
         caught = sum(v.caught for v in verdicts)
         unexpected = [v.case.id for v in verdicts if not v.as_expected]
         out += ["## The corpus", "", markdown(HEADER, [v.row() for v in verdicts]), "",
@@ -134,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{v.case.missed_because or 'not explained yet'}" for v in misses]
         status = 0 if not unexpected else 1
     if args.ordinary or args.all:
-        rows, raw["ordinary"] = _ordinary(history, [v for v in args.versions.split(",") if v], args.jobs, args.verbose)
+        rows, raw["ordinary"] = _ordinary(history, [v for v in args.versions.split(",") if v], args.jobs, args.verbose,
+                                          saved.get("ordinary", {}) if args.saved else None, checkpoint("ordinary"))
         out += ["", "## Ordinary programs", "",
                 markdown(["Thunder", "program", "plain", "violations (audit)", "strict"], rows)]
         if any(row[3] != "0" or row[4] != "as plain" for row in rows):

@@ -29,6 +29,7 @@ require_thunder("safe_tracectx.checks")
 import re
 from typing import Any, Final
 
+from thunder.core.prims import PrimIDs
 from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.trace import TraceCtx
 
@@ -50,7 +51,9 @@ __all__ = [
     "generatable",
     "region_name_clashes",
     "signature_names",
+    "names_used",
     "trace_findings",
+    "unregistered_names",
 ]
 
 #: Prefixes Thunder's namers use (``TraceCtx.make_name``, the Proxy classes' defaults, explicit ``prefix=``).
@@ -59,6 +62,7 @@ _PREFIXES: Final[frozenset[str]] = frozenset({
     "module", "q", "r", "dtensor_", "dtensor_spec",
 })
 _COUNTED: Final = re.compile(r"(\D*?)(\d+)")
+_SHAPE: Final = PrimIDs.SHAPE
 
 
 def generatable(name: str, trace: Any) -> bool:
@@ -134,14 +138,12 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
                     name,
                     (f"{name} is used after {bsym_label(gone, bsyms[gone])} deleted it" if gone is not None else
                      f"{name} is used before any bound symbol defines it")
-                    + ": the generated program would fail with UnboundLocalError: cannot access local variable "
-                    f"{name!r} where it is not associated with a value",
+                    + f": the generated program would fail with {_unbound_error(name, program)}",
                     index,
                     # A trace on its way may return a name it declared (registered) for a later pass to define
                     # (the gradients before the grad transform): a note until the trace is about to run.
                     note=gone is None and name in registered and program.is_return(bsym),
                 )
-                defined[name] = index  # reported once
             if look_for_traceless or name not in registered:
                 registration(proxy, name, index)
         if program.is_del(bsym):  # `del a, b`: the names end here
@@ -154,7 +156,7 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
             first = defined.get(name)
             if first is None:
                 defined[name] = index
-            elif not _same_variable(bsym, proxy, reads, program):
+            elif not _same_variable(bsym, proxy, reads, program, None if first == -1 else bsyms[first]):
                 before = "a parameter of the trace" if first == -1 else bsym_label(first, bsyms[first])
                 add("defined-twice", name, f"{name} is defined again, after {before}", index)
             if look_for_traceless or name not in registered:
@@ -174,15 +176,32 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
     return violations, notes
 
 
-def _same_variable(bsym: Any, proxy: Proxy, reads: tuple[Proxy, ...], program: Program) -> bool:
-    """Whether a bound symbol that outputs an already-defined name leaves it the same variable: it returns its own
-    argument, it unpacks a value under the name it has, or it repeats a shape query (Thunder's
-    ``remove_duplicate_number_proxies`` drops such a symbol)."""
-    name = proxy.name
-    if any(p.name == name for p in reads) or program.is_unpack(bsym):
+def _unbound_error(name: str, program: Program) -> str:
+    """What Python raises reading ``name`` before it holds a value: UnboundLocalError for a local of the
+    generated function, NameError for any other name (``Program.local_names``)."""
+    if name in program.local_names():
+        return f"UnboundLocalError: cannot access local variable {name!r} where it is not associated with a value"
+    return f"NameError: name {name!r} is not defined"
+
+
+def _same_variable(bsym: Any, proxy: Proxy, reads: tuple[Proxy, ...], program: Program, first: Any) -> bool:
+    """Whether a bound symbol that outputs an already-defined name leaves it the same variable (``first``: the
+    bound symbol that defined it, None for a parameter): it returns its own argument (the very proxy it reads,
+    computing nothing: no subsymbols),
+    it unpacks a value under the name it has, or it is a number that repeats the computation that defined it
+    with the same inputs, or a shape query giving a symbolic dimension again (Thunder's
+    ``remove_duplicate_number_proxies`` drops both; a tensor computed twice may differ, a random one; a number
+    from another computation, ``item`` of another tensor, is another value)."""
+    if program.is_unpack(bsym):
         return True
-    # A number a shape query gave before: Thunder's remove_duplicate_number_proxies makes it the constant it is.
-    return isinstance(proxy, NumberProxy)
+    if any(p is proxy for p in reads) and not getattr(bsym, "subsymbols", None):
+        return True  # its meta returned the argument itself and recorded nothing (``contiguous`` of a contiguous x)
+    if not isinstance(proxy, NumberProxy) or first is None or getattr(first, "sym", None) is None:
+        return False
+    if bsym.sym.id == _SHAPE or bsym.sym.name == "shape":  # prims.shape, or an executor's: a symbolic dimension
+        # names one value, whichever tensor's shape gives it again
+        return True
+    return bool(first.sym.id == bsym.sym.id and [p.name for p in proxy_args(first)] == [p.name for p in reads])
 
 
 def _check_region(region: Any, index: int, add: Any) -> None:
@@ -224,6 +243,30 @@ def region_name_clashes(trace: TraceCtx) -> list[Violation]:
                         where,
                     ))
     return found
+
+
+def names_used(trace: TraceCtx) -> dict[str, str]:
+    """Every name ``trace``'s bound symbols and their subsymbols read or assign, with where it is first used;
+    reads only. Those are the names an executor may turn into variables of the trace (flattening a symbol it
+    cannot run whole into its subsymbols), and the names Thunder registers for a trace it builds (#1545's fix of
+    the torch.compile region trace); deeper ones stay inside their symbol."""
+    found: dict[str, str] = {}
+    for index, bsym in enumerate(trace.bound_symbols):
+        where = bsym_label(index, bsym)
+        for proxy in (*proxy_outs(bsym), *proxy_args(bsym)):
+            found.setdefault(proxy.name, where)
+        for position, sub in enumerate(getattr(bsym, "subsymbols", ())):
+            inside = f"{where}, subsymbol {position} ({getattr(sub.sym, 'name', '?')})"
+            for proxy in (*proxy_outs(sub), *proxy_args(sub)):
+                found.setdefault(proxy.name, inside)
+    return found
+
+
+def unregistered_names(trace: TraceCtx) -> dict[str, str]:
+    """The names of ``trace``'s bound symbols and their subsymbols (:func:`names_used`) that it has not
+    registered, so its namer may hand them out again, each with where it is first used; reads only."""
+    registered = trace.names
+    return {name: where for name, where in names_used(trace).items() if name not in registered}
 
 
 def check_trace(trace: TraceCtx, *, executed: bool = False) -> list[Violation]:

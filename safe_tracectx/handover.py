@@ -95,14 +95,21 @@ def _gradients_returned(forward: Program, backward: Program, fw: TraceCtx, bw: T
     inputs, gradients = forward.flat_inputs(), backward.gradients()
     if inputs is None or gradients is None or len(inputs) == len(gradients):
         return []
-    extra = gradients[len(inputs)] if len(gradients) > len(inputs) else inputs[len(gradients)]
-    name = extra.name if isinstance(extra, Proxy) else repr(extra)
+    # Which value is the odd one out is not knowable (an extra value first or last): both sides are named in full.
+    returned = [g.name if isinstance(g, Proxy) else repr(g) for g in gradients]
+    given = [i.name if isinstance(i, Proxy) else repr(i) for i in inputs]
     return [Violation(
-        "handover-mismatch", name,
-        f"the backward returns {len(gradients)} values but the forward has {len(inputs)} inputs to give a gradient "
-        f"to (first unmatched: {name}): the gradients would be assigned to the wrong inputs, or fail to be",
+        "handover-mismatch", returned[0] if returned else given[0],
+        f"the backward returns {len(gradients)} values ({_listed(returned)}) but the forward has {len(inputs)} "
+        f"inputs to give a gradient to ({_listed(given)}): the gradients would be assigned to the wrong inputs, "
+        "or fail to be",
         f"return of {describe_trace(bw)} and inputs of {describe_trace(fw)}",
+        also=tuple(returned[1:] if returned else given[1:]),
     )]
+
+
+def _listed(names: list[str], most: int = 8) -> str:
+    return ", ".join(names[:most]) + (f", ... ({len(names) - most} more)" if len(names) > most else "")
 
 
 def _meta(proxy: Any, attribute: str) -> Any:

@@ -18,10 +18,6 @@ from safe_tracectx.extras import require_thunder
 
 require_thunder("safe_tracectx.program")
 
-import builtins
-import dis
-import types
-from collections.abc import Callable
 from typing import Any, Final
 
 from thunder.core import codeutils
@@ -32,7 +28,7 @@ from thunder.core.symbol import default_python_printer
 
 from safe_tracectx.bound_proxies import proxy_args, proxy_outs
 
-__all__ = ["Program", "signature_names", "undefined_globals"]
+__all__ = ["Program", "signature_names"]
 
 _RETURN: Final = PrimIDs.RETURN
 _DEL: Final = PrimIDs.DEL
@@ -70,13 +66,14 @@ def signature_names(trace: Any) -> frozenset[str] | None:
 class Program:
     """What the function generated from one trace takes, defines, calls and keeps."""
 
-    __slots__ = ("trace", "parameters", "_signed", "_context")
+    __slots__ = ("trace", "parameters", "_signed", "_context", "_assigned")
 
     def __init__(self, trace: Any) -> None:
         self.trace = trace
         names = signature_names(trace)
         self._signed = names is not None
         self._context: frozenset[str] | None = None
+        self._assigned: frozenset[str] | None = None
         # A trace without a signature prints none: its inputs are all it has.
         self.parameters: frozenset[str] = names if names is not None else frozenset(p.name for p in self.input_proxies())
 
@@ -87,6 +84,20 @@ class Program:
         except Exception:  # noqa: BLE001 - unusual argument containers
             return []
         return [p for p in flat if isinstance(p, Proxy)]
+
+    def local_names(self) -> frozenset[str]:
+        """The names that are local variables of the generated function (computed once): its parameters, what
+        it assigns or deletes, and what a statement other than the return reads (Thunder's del-last-used
+        deletes it after its last use, which makes it local). Reading one before it has a value is an
+        UnboundLocalError; any other name is a NameError."""
+        if self._assigned is None:
+            names = set(self.parameters)
+            for bsym in self.trace.bound_symbols:
+                names.update(p.name for p in proxy_outs(bsym))
+                if not self.is_return(bsym):
+                    names.update(p.name for p in proxy_args(bsym))
+            self._assigned = frozenset(names)
+        return self._assigned
 
     @staticmethod
     def is_unpack(bsym: Any) -> bool:
@@ -293,41 +304,3 @@ def _has_keep_tag(bsym: Any) -> bool:
             return True
         stack.extend(current.subsymbols)
     return False
-
-
-_LOAD_GLOBAL: Final = dis.opmap["LOAD_GLOBAL"]
-_LOAD_NAME: Final = dis.opmap["LOAD_NAME"]
-_EXTENDED_ARG: Final = dis.EXTENDED_ARG
-
-
-def undefined_globals(function: Callable[..., Any]) -> list[str]:
-    """Global names ``function``'s code (nested code included) reads that neither its globals nor builtins hold.
-
-    The bytecode is scanned as raw words (``LOAD_GLOBAL``'s argument names ``co_names[arg >> 1]`` since
-    Python 3.11), not through ``dis``: a generated program has thousands of instructions.
-    """
-    code = getattr(function, "__code__", None)
-    namespace = getattr(function, "__globals__", None)
-    if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
-        return []
-    missing: list[str] = []
-    stack = [code]
-    while stack:
-        current = stack.pop()
-        raw, names, extended = current.co_code, current.co_names, 0
-        for offset in range(0, len(raw), 2):
-            opcode, argument = raw[offset], raw[offset + 1] | extended
-            if opcode == _EXTENDED_ARG:
-                extended = argument << 8
-                continue
-            extended = 0
-            if opcode == _LOAD_GLOBAL:
-                name = names[argument >> 1]
-            elif opcode == _LOAD_NAME:
-                name = names[argument]
-            else:
-                continue
-            if name not in namespace and not hasattr(builtins, name) and name not in missing:
-                missing.append(name)
-        stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
-    return missing

@@ -109,6 +109,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(pytest_sweep, "safe-tracectx-sweep")
     mode = _mode(config)
     if mode is None:
+        if config.getoption("--safe-tracectx-check", None):
+            raise pytest.UsageError(
+                "--safe-tracectx-check sets a check's action within a mode: give --safe-tracectx=strict|lenient|audit "
+                "too (or safe_tracectx = \"strict\" in the ini file)"
+            )
         return
     from safe_tracectx.extras import MissingExtraError, require_thunder
 
@@ -129,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
         overrides = check_overrides(config.getoption("--safe-tracectx-check") or (), option="--safe-tracectx-check")
         policy = PRESETS[mode].replace(**overrides)
     except ValueError as error:
-        raise pytest.UsageError(f"--safe-tracectx-check: {error}") from None
+        raise pytest.UsageError(str(error)) from None
     state = _PluginState(mode, report_path, policy)
     config.stash[_STATE] = state
     if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):

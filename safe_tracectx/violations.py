@@ -38,14 +38,16 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "generated-code": BrokenTraceError,
 }
 
+
 @dataclasses.dataclass(frozen=True)
 class Violation:
-    """One problem found in a trace: its kind, the name involved, where, and the fix."""
+    """One problem found in a trace: its kind, the name involved (and ``also`` the others), where, and the fix."""
 
     kind: ViolationKind
     name: str
     message: str
     where: str
+    also: tuple[str, ...] = ()
 
     @property
     def fix(self) -> str:
@@ -56,7 +58,7 @@ class Violation:
         error_type = ERRORS.get(self.kind, NameClashError)
         error = error_type(f"{context}{self.message} ({self.where})", fix=self.fix, site=site)
         error.kind = self.kind
-        error.names = (self.name,)
+        error.names = tuple(dict.fromkeys((self.name, *self.also)))
         return error
 
     def __str__(self) -> str:

@@ -99,3 +99,54 @@ def test_thunders_test_debug_option_passes_plain_strict_and_audit(pytester: pyte
             *mode, "-p", "no:cacheprovider", "-c", os.devnull, f"--rootdir={tests_dir}", test
         )
         assert result.parseoutcomes().get("passed") == 1, (mode, result.stdout.str()[-2000:])
+
+
+def _rebuilt_without_names(trace: TraceCtx, *, registered: bool = False) -> TraceCtx:
+    """A trace holding ``trace``'s bound symbols that registers only its arguments' names, as #1545's region trace
+    did (``registered``: every name its symbols use, as the fix does)."""
+    rebuilt = TraceCtx(None)
+    rebuilt.args, rebuilt.kwargs = trace.args, {}
+    rebuilt.bound_symbols = list(trace.bound_symbols)
+    names = {p.name for b in trace.bound_symbols for p in (*b.flat_proxy_outs, *b.flat_proxy_args)}
+    for name in names if registered else {p.name for p in trace.args}:
+        rebuilt.add_name(name)
+    return rebuilt
+
+
+def _plus_one_twice(a: torch.Tensor) -> torch.Tensor:
+    return (a + 1) * 2  # no local names: the trace's values are t0, t1
+
+
+@pytest.mark.parametrize("registered", [False, True])
+def test_a_fresh_name_the_given_trace_already_uses_is_a_clash_charged_to_its_maker(registered: bool) -> None:
+    """Thunder's namer hands out t0 while the trace the pass was given already uses t0 unregistered: two values,
+    one name (the #1545 class). Registered, the namer skips it and nothing is said."""
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import tracectx
+
+    from safe_tracectx.hooks import compilation as compilations
+
+    jitted = thunder.jit(_plus_one_twice)
+    jitted(torch.randn(2))
+    computation = thunder.last_traces(jitted)[0]
+    assert any(p.name == "t0" for b in computation.bound_symbols for p in b.flat_proxy_outs)
+
+    @stc.audited_pass("relabel")
+    def relabel(trace: TraceCtx) -> str:
+        new = from_trace(trace)  # shares trace's names set, as Thunder's passes do
+        with tracectx(new):
+            return TensorProxy(like=trace.args[0]).name  # named by the namer: the first free t<N>
+
+    with installed(STRICT):
+        compilations.start().add(computation)
+        given = _rebuilt_without_names(computation, registered=registered)  # made while installed: a step
+        if registered:
+            assert relabel(given) not in {p.name for b in computation.bound_symbols for p in b.flat_proxy_outs}
+            return
+        with pytest.raises(NameClashError, match=r"namer gave a new proxy the name t0, which .* already uses t0|"
+                           r"namer gave a new proxy the name t0, which .* already uses in") as info:
+            relabel(given)
+    error = info.value
+    assert error.kind == "name-taken" and error.names == ("t0",)
+    assert error.culprit is not None and error.culprit[1].endswith("_rebuilt_without_names")
+    assert "t0 first appears unregistered in the trace made by" in error.message

@@ -25,7 +25,7 @@ from safe_tracectx.checks import (
     trace_findings,
 )
 from safe_tracectx.errors import UseBeforeDefinitionError
-from safe_tracectx.program import undefined_globals
+from safe_tracectx.generated_code import undefined_globals
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -104,7 +104,13 @@ def test_a_use_before_definition_is_the_unbound_local_error_the_program_would_ra
     error = violation.to_error()
     assert isinstance(error, UseBeforeDefinitionError) and isinstance(error, UnboundLocalError)
     assert isinstance(error, BrokenTraceError) and error.check == "broken_trace" and error.kind == "use-before-definition"
-    assert "cannot access local variable 'ghost'" in str(error) and error.names == ("ghost",)
+    # ghost is a local of the generated function (del-last-used deletes what a statement reads): UnboundLocalError
+    assert "UnboundLocalError: cannot access local variable 'ghost'" in str(error) and error.names == ("ghost",)
+    only_returned, (b,) = _trace("b")
+    _returning(only_returned, ghost)  # read by the return alone, assigned nowhere: a global name, NameError
+    (violation,) = check_trace(only_returned, executed=True)
+    assert "NameError: name 'ghost' is not defined" in violation.message
+    assert isinstance(violation.to_error(), NameError)
 
 
 def test_dead_code_thunder_removes_is_a_note_until_the_trace_is_about_to_run() -> None:
@@ -179,10 +185,28 @@ def test_what_binds_a_name_again_without_a_new_value_is_not_a_redefinition() -> 
         Symbol(name="unpack_sequence", meta=None).bind(a, output=(b,)),  # unpacks a value under its name
         prims.shape.bind(a, output=(i,)),
         prims.shape.bind(a, output=(i,)),  # a repeated shape query (remove_duplicate_number_proxies drops it)
+        prims.shape.bind(b, output=(i,)),  # the same symbolic dimension, from another tensor's shape
         prims.add.bind(b, a, output=c),
     ]
     _returning(trace, c)
     assert check_trace(trace) == []
+
+
+def test_a_number_computed_again_from_another_value_is_a_redefinition() -> None:
+    """``f0 = item(a); f0 = item(b)``: two values under one name (what reads f0 later gets the second)."""
+    trace, (a, b) = _trace("a", "b")
+    with tracectx(trace):
+        f = IntegerProxy("f0", 2)
+    item = Symbol(name="item", meta=None)
+    trace.bound_symbols += [item.bind(a, output=f), item.bind(b, output=f)]
+    _returning(trace, f)
+    assert _kinds(check_trace(trace)) == {("defined-twice", "f0")}
+    computed_twice = Symbol(name="neg", meta=None)
+    (c,) = _made(trace, "c")
+    again, (x,) = _trace("x")
+    again.bound_symbols += [computed_twice.bind(x, output=c), computed_twice.bind(x, output=c)]
+    _returning(again, c)
+    assert _kinds(check_trace(again)) == {("defined-twice", "c")}  # a tensor computed twice may differ (random)
 
 
 def test_a_name_returned_before_a_later_pass_defines_it_is_a_note() -> None:
@@ -323,7 +347,11 @@ def test_a_backward_returning_more_than_one_gradient_per_input(jitted_traces: tu
     extra = from_trace(bw)
     extra.bound_symbols = [*bw.bound_symbols[:-1], ret.from_bsym(args=((*ret.args[0], ret.args[0][0]),))]
     (violation,) = check_handover(fw, extra)
-    assert "the backward returns 3 values but the forward has 2 inputs" in violation.message
+    returned = [g.name for g in extra.bound_symbols[-1].args[0]]
+    inputs = [p.name for p in fw.args]
+    assert f"the backward returns 3 values ({', '.join(returned)}) but the forward has 2 inputs to give a gradient " \
+        f"to ({', '.join(inputs)})" in violation.message
+    assert violation.to_error().names == tuple(dict.fromkeys(returned))  # which is extra is unknowable: all named
 
 
 def test_what_the_backward_never_unpacks_is_said_only_when_asked() -> None:

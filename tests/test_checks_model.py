@@ -65,7 +65,7 @@ def model(trace: TraceCtx) -> tuple[list[Found], list[Found]]:
             add("traceless-proxy", proxy.name, index)
 
     inputs = [a for a in trace.args if isinstance(a, Proxy)]
-    defined = {p.name for p in inputs}
+    defined: dict[str, Any] = dict.fromkeys((p.name for p in inputs), None)  # name -> the bound symbol defining it
     for proxy in inputs:
         registration(proxy, None)
     for index, bsym in enumerate(trace.bound_symbols):
@@ -73,14 +73,21 @@ def model(trace: TraceCtx) -> tuple[list[Found], list[Found]]:
             if proxy.name not in defined:
                 is_return = bsym.sym.id == prims.PrimIDs.RETURN
                 add("use-before-definition", proxy.name, index, note=is_return and proxy.name in trace.names)
-                defined.add(proxy.name)
             registration(proxy, index)
         for proxy in bsym.flat_proxy_outs:
             if proxy.name in defined:
-                same = proxy.name in {a.name for a in bsym.flat_proxy_args} or bsym.sym.name.startswith("unpack")
-                if not same and not isinstance(proxy, NumberProxy):
+                first = defined[proxy.name]
+                # the same variable: the very proxy it reads returned, an unpacking, or a number computed again
+                # the same way (same symbol, same inputs)
+                same = (any(a is proxy for a in bsym.flat_proxy_args) and not bsym.subsymbols) or bsym.sym.name.startswith("unpack") or (
+                    isinstance(proxy, NumberProxy) and first is not None and (bsym.sym.id == prims.PrimIDs.SHAPE or (
+                        first.sym.id == bsym.sym.id
+                        and [a.name for a in first.flat_proxy_args] == [a.name for a in bsym.flat_proxy_args]))
+                )
+                if not same:
                     add("defined-twice", proxy.name, index)
-            defined.add(proxy.name)
+            else:
+                defined[proxy.name] = bsym
             registration(proxy, index)
         if bsym.sym.is_fusion:
             inside = {a.name for a in bsym.flat_proxy_args}

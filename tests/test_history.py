@@ -87,3 +87,41 @@ def test_a_malformed_case_is_refused_naming_its_file_and_what_is_wrong(tmp_path:
         load_case(_write_case(tmp_path, "gone", base + 'program = "no_such_program.py"\n'))
     case = load_case(_write_case(tmp_path, "good", base + 'test = "t.py::t"\n'))
     assert (case.id, case.expect, case.names) == ("good", "caught", ("t0",))
+
+
+def test_saved_runs_are_judged_again_without_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``--from FILE`` reuses an earlier ``--json FILE``'s runs of the same commits and runs only what is missing."""
+    import json
+
+    import history.__main__ as command
+
+    case = next(c for c in load_cases() if c.id == "pr2317")
+    history = History()
+    commits = {"parent": history.resolve(case.parent), "fix": history.resolve(case.fix)}
+
+    def result(side: str, mode: str) -> dict[str, object]:
+        caught = side == "parent" and mode != "plain"
+        violation = {"message": "i0 is used before any bound symbol defines it", "names": list(case.names),
+                     "culprit": case.culprit, "kind": "use-before-definition"}
+        return RunResult(mode, commits[side], 1 if side == "parent" else 0, 1.0,  # type: ignore[arg-type]
+                         "UseBeforeDefinitionError" if caught and mode == "strict" else None,
+                         None if caught and mode == "strict" else ("UnboundLocalError" if side == "parent" else None),
+                         [violation] if caught else [], [], "").to_dict()
+
+    saved = {"corpus": {f"{case.id}/{side}/{mode}": result(side, mode)
+                        for side in ("parent", "fix") for mode in ("plain", "strict", "audit")}}
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(saved))
+
+    def must_not_run(*args: object, **kwargs: object) -> RunResult:
+        raise AssertionError("a saved run was run again")
+
+    monkeypatch.setattr(command, "run_program", must_not_run)
+    assert command.main(["--case", case.id, "--from", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "caught 1 of 1; not as expected: none" in table
+    del saved["corpus"][f"{case.id}/fix/audit"]
+    path.write_text(json.dumps(saved))
+    with pytest.raises(AssertionError, match="a saved run was run again"):
+        command.main(["--case", case.id, "--from", str(path)])

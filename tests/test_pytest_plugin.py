@@ -126,3 +126,43 @@ def test_xdist_workers_audit_and_the_report_is_merged(pytester: pytest.Pytester)
     tests = json.loads((pytester.path / "merged.json").read_text())["tests"]
     assert len(tests) == 4 and "test_fixture.py::test_fixture" in tests
     result.stdout.fnmatch_lines(["mode audit: 4 tests audited*1 test with violations"])
+
+
+BROKEN_TRANSFORM = """
+import pytest, torch, thunder
+from thunder.core.trace import from_trace
+
+class Broken(thunder.Transform):
+    def transform_traces_pre_prologue(self, prologue, computation, epilogue, **kwargs):
+        new = from_trace(computation)
+        new.bound_symbols = computation.bound_symbols[:]
+        del new.bound_symbols[2]  # c = a + b: c is then used before any definition
+        return prologue, new, epilogue
+
+def fn(a, b):
+    c = a + b
+    return 2 * c
+
+def test_the_broken_trace_fails_as_thunder_makes_it_fail():
+    with pytest.raises(UnboundLocalError) as info:
+        thunder.jit(fn, transforms=[Broken()], executors=())(torch.ones(2), torch.ones(2))
+    print("RAISED", type(info.value).__name__)
+"""
+
+
+def test_one_check_gets_its_own_action_and_a_bad_one_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken=BROKEN_TRANSFORM)
+    strict = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "--safe-tracectx=strict")
+    assert _outcomes(strict) == {"passed": 1}
+    strict.stdout.fnmatch_lines(["*RAISED UseBeforeDefinitionError*"])  # ours, first, naming the pass
+    warned = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-s", "--safe-tracectx=strict", "--safe-tracectx-check", "use-before-definition=warn"
+    )
+    assert _outcomes(warned) == {"passed": 1}
+    warned.stdout.fnmatch_lines(["*RAISED UnboundLocalError*"])  # Thunder's own failure, as plain
+    typo = pytester.runpytest_subprocess("--safe-tracectx=strict", "--safe-tracectx-check", "use-before-defintion=warn")
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR
+    typo.stderr.fnmatch_lines(["*'use-before-defintion' is not a trace check; use one of: use-before-definition*"])
+    alone = pytester.runpytest_subprocess("--safe-tracectx-check", "defined-twice=warn")
+    assert alone.ret == pytest.ExitCode.USAGE_ERROR
+    alone.stderr.fnmatch_lines(["*--safe-tracectx-check sets a check's action within a mode*"])

@@ -21,8 +21,10 @@ one (nothing is checked twice, nothing is checked ahead)::
 
 from __future__ import annotations
 
+import sys
 import weakref
 from contextvars import ContextVar
+from types import FrameType
 from typing import Any, Final
 
 from safe_tracectx.checks import Violation, trace_findings
@@ -63,14 +65,19 @@ class Step:
 class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
-    __slots__ = ("forward", "backward", "running", "reported", "traces", "steps", "_names", "_by_trace", "_findings",
-                 "__weakref__")
+    __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "_names",
+                 "_by_trace", "_findings", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, extent: FrameType | None = None) -> None:
+        #: The frame of the outermost Thunder call that runs the compilation (``thunder.jit``'s callable): the
+        #: compilation lasts while it runs (None: until another starts, for one started by hand).
+        self.extent = extent
         self.forward: Any = None
         self.backward: Any = None
         #: The forward and backward Thunder made callables of (about to run), until both are there.
         self.running: dict[str, Any] = {}
+        #: The last (forward, backward) compared as about to run.
+        self.handed_over: tuple[Any, Any] = (None, None)
         #: (violation kind, name) already reported (a later pass or the program does not report it again).
         self.reported: set[tuple[str, str]] = set()
         #: Every trace a pass read or returned (a proxy named by one of them elsewhere borrowed its namer).
@@ -93,8 +100,9 @@ class Compilation:
             self._names[id(names)] = names
 
     def owns(self, trace: Any) -> bool:
-        """True for a trace a pass of this compilation read or returned, or one derived from it."""
-        return trace in self.traces or id(getattr(trace, "names", None)) in self._names
+        """True for a trace a pass of this compilation read or returned, one derived from it, or one a step of
+        it made (the region trace a fusion pass builds for its own ``transform_for_execution``)."""
+        return trace in self.traces or id(getattr(trace, "names", None)) in self._names or self.step_of(trace) is not None
 
     def role_of(self, trace: Any) -> str | None:
         """``backward`` for a backward trace; ``forward`` for another one once the pair exists; else None."""
@@ -117,6 +125,14 @@ class Compilation:
         self.steps.append(step)
         self._by_trace[id(trace)] = step
 
+    def remake(self, trace: Any, label: str, qualname: str, *, within: str | None) -> None:
+        """``trace`` was changed in place by ``qualname``: it is now that step's trace, the last made."""
+        known = self._by_trace.get(id(trace))
+        if known is not None and known.ref() is trace:
+            self.steps.remove(known)
+            del self._by_trace[id(trace)]
+        self.record_step(trace, label, qualname, within=within)
+
     def step_of(self, trace: Any) -> Step | None:
         """The step that made ``trace``, if one of this compilation did."""
         step = self._by_trace.get(id(trace))
@@ -127,7 +143,7 @@ class Compilation:
     def findings(self, trace: Any, *, executed: bool = False) -> tuple[list[Violation], list[Violation]]:
         """``trace_findings(trace)``, computed once while the trace's bound symbols stay the same list and length."""
         bsyms = trace.bound_symbols
-        stamp = (id(bsyms), len(bsyms))
+        stamp = _stamp(bsyms)
         cached = self._findings.get(id(trace))
         if cached is None or cached[0]() is not trace or cached[1] != stamp:
             violations, notes = trace_findings(trace)
@@ -139,8 +155,7 @@ class Compilation:
     def seen(self, trace: Any) -> bool:
         """True if ``trace`` was checked already and has not changed since."""
         cached = self._findings.get(id(trace))
-        bsyms = trace.bound_symbols
-        return cached is not None and cached[0]() is trace and cached[1] == (id(bsyms), len(bsyms))
+        return cached is not None and cached[0]() is trace and cached[1] == _stamp(trace.bound_symbols)
 
     def culprit_of(self, kind: str, name: str) -> Step | None:
         """The first step whose trace has this problem (a note counts: the defect is there, if not yet harmful)."""
@@ -178,13 +193,45 @@ def is_backward(trace: Any) -> bool:
     return signature_name(trace) == "backward_fn"
 
 
-def start() -> Compilation:
-    """A new compilation in this context (the interpretation pass begins)."""
-    compilation = Compilation()
+def _stamp(bsyms: list[Any]) -> tuple[int, int]:
+    """What a trace's findings stay valid for: its bound symbols list, holding the same symbols (a list changed in
+    place, reordered or not, is checked again)."""
+    return id(bsyms), hash(tuple(map(id, bsyms)))
+
+
+def _outermost_thunder_frame(frame: FrameType | None) -> FrameType | None:
+    """The outermost frame of the unbroken run of Thunder (and safe_tracectx) frames that ``frame`` is in: the
+    call the user made (the jitted function, ``ThunderModule.forward``); None if nothing but Thunder is above."""
+    outermost = None
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        top = module.partition(".")[0]
+        if top not in ("thunder", "safe_tracectx") or module.startswith("thunder.tests"):
+            return outermost
+        outermost = frame
+        frame = frame.f_back
+    return None
+
+
+def start(*, frame: FrameType | None = None) -> Compilation:
+    """A new compilation in this context (the interpretation pass begins, in ``frame``): it lasts while the
+    outermost Thunder call above ``frame`` runs (without ``frame``, until another starts)."""
+    compilation = Compilation(_outermost_thunder_frame(frame) if frame is not None else None)
     _current.set(compilation)
     return compilation
 
 
 def current() -> Compilation | None:
-    """The compilation running in this context, if a pass started one."""
-    return _current.get()
+    """The compilation running in this context, if a pass started one and the call that runs it has not
+    returned (after ``thunder.jit``'s callable returns, what the program does with traces is its own)."""
+    compilation = _current.get()
+    if compilation is None or compilation.extent is None:
+        return compilation
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame is compilation.extent:
+            return compilation
+        frame = frame.f_back
+    _current.set(None)  # ended: its frame and traces are let go
+    compilation.extent = None
+    return None

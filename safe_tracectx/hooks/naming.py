@@ -6,8 +6,10 @@ naming the user's line (strict), or names the proxy traceless (lenient). With
 a trace active it calls Thunder's own ``make_proxy_name`` and only watches: an
 explicit name Thunder silently replaced by another (``replaced-name``), or an
 explicit name the trace already held and accepted a second time
-(``name-taken``), is a violation of ``Policy.name_clash``. The name the proxy
-gets is always Thunder's.
+(``name-taken``), is a violation of ``Policy.name_clash``; so is a name the
+namer handed out that the symbols of the trace the running pass was given
+already use without having registered it (two values, one name). The name the
+proxy gets is always Thunder's.
 """
 
 from __future__ import annotations
@@ -15,17 +17,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Final
+from typing import Any, Final
+
+from thunder.core.trace import TraceCtx
 
 from safe_tracectx import events
 from safe_tracectx.actions import act
 from safe_tracectx.callsite import find_call_site, find_frame
-from safe_tracectx.checks import Violation
+from safe_tracectx.checks import Violation, names_used, unregistered_names
 from safe_tracectx.labels import describe_trace
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.context.lookup import on_missing_trace
 from safe_tracectx.hooks import faults
-from safe_tracectx.hooks.runs import current_run
+from safe_tracectx.hooks.reporting import internal_error
+from safe_tracectx.hooks.runs import PassRun, current_run
 
 __all__ = ["make_naming_hook"]
 
@@ -118,6 +123,60 @@ def _report_name(trace: object, name: str, made: str | None, asker: str | None) 
     act(error)
 
 
+def _names_in_use(run: PassRun, trace: Any) -> tuple[TraceCtx | None, dict[str, str]]:
+    """The input trace of ``run`` that shares ``trace``'s names set, and the names its symbols use unregistered
+    (taken once per run and names set, before the run's namer hands out its first name)."""
+    names = trace.names
+    known = run.unregistered.get(id(names))
+    if known is None:
+        given = next((t for t in run.inputs if t.names is names), None)
+        try:
+            known = (given, unregistered_names(given) if given is not None else {})
+        except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
+            internal_error(f"the names of the input of {run.label}", bug)
+            known = (given, {})
+        run.unregistered[id(names)] = known
+    return known
+
+
+def _check_fresh(run: PassRun, known: tuple[TraceCtx | None, dict[str, str]], made: str) -> None:
+    """``made``, fresh from a namer, against the names the input trace sharing its names set already uses."""
+    given, taken = known
+    where = taken.get(made)
+    if where is None or given is None:
+        return
+    from safe_tracectx.hooks import compilation as compilations
+
+    violation = Violation(
+        "name-taken", made,
+        f"Thunder's namer gave a new proxy the name {made}, which {describe_trace(given)} (given to {run.label}) "
+        f"already uses in {where} without having registered it: two values now share one name",
+        "proxy creation",
+    )
+    compilation = run.compilation
+    if compilation is not None:
+        if (violation.kind, made) in compilation.reported:
+            return
+        compilation.reported.add((violation.kind, made))
+    error = violation.to_error(find_call_site(), context=f"while {_what_is_being_made()} in {run.label}: ")
+    step = _first_user(compilation, given, made) if compilation is not None else None
+    error.culprit = step.culprit if step is not None else (run.label, run.qualname)
+    if step is not None:
+        error.message += f"; {made} first appears unregistered in the trace made by {step.describe()}"
+        error.args = (error._render(),)
+    act(error)
+
+
+def _first_user(compilation: Any, given: TraceCtx, name: str) -> Any:
+    """The first step of ``compilation`` whose trace shares ``given``'s names set and uses ``name``: what put the
+    name there without registering it (the violation path only: it reads every such trace)."""
+    for step in compilation.steps:
+        trace = step.ref()
+        if trace is not None and trace.names is given.names and name in names_used(trace):
+            return step
+    return compilation.step_of(given)
+
+
 def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
     """A ``make_proxy_name`` that applies the policy when no trace is active and reports to the audit."""
     global _HINTS
@@ -142,6 +201,11 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
                 made = original(name=name, prefix=prefix)
                 if made != name and _to_report(asker):
                     _report_name(trace, name, made, asker)
+            elif name is None and (run := _run_get()) is not None and run.inputs:
+                known = _names_in_use(run, trace)
+                made = original(name=name, prefix=prefix)
+                if made in known[1]:
+                    _check_fresh(run, known, made)
             else:
                 made = original(name=name, prefix=prefix)
         run = _run_get()

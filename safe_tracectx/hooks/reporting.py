@@ -51,15 +51,17 @@ __all__ = ["culprit_error", "explain_failure", "internal_error", "report", "repo
 
 def culprit_error(
     compilation: compilations.Compilation | None, violation: Violation, trace: TraceCtx, site: Any, *,
-    fallback: tuple[str, str], context: str,
+    fallback: tuple[str, str], context: str, known: compilations.Step | None = None,
 ) -> TraceContextError:
     """The error for ``violation`` found in ``trace``, charged to what made it.
 
     That is the first step of the compilation whose trace has it; else the step
     that made ``trace``; else ``fallback`` (the pass that returned or handed on
-    the trace).
+    the trace). ``known`` is the step already found to be the culprit.
     """
-    step = None if compilation is None else compilation.culprit_of(violation.kind, violation.name)
+    step = known
+    if step is None and compilation is not None:
+        step = compilation.culprit_of(violation.kind, violation.name)
     if step is None and compilation is not None:
         step = compilation.step_of(trace)
     made_by = fallback if step is None else step.culprit

@@ -18,6 +18,8 @@ checked, and what is wrong is added to the exception as notes::
 
 from __future__ import annotations
 
+import sys
+
 import time
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
@@ -31,6 +33,7 @@ from safe_tracectx.checks import Violation, check_handover, generatable, region_
 from safe_tracectx.fingerprint import fingerprint
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import faults
+from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
 from safe_tracectx.labels import describe_trace
 
@@ -43,39 +46,12 @@ DECLARED: Final[dict[str, str]] = {}
 current_run: Final[ContextVar[PassRun | None]] = ContextVar("safe_tracectx.current_run", default=None)
 
 
-
-def traces_in(value: Any) -> list[TraceCtx]:
-    """The traces in a pass's argument or result: a trace, a tuple/list of them, or Thunder's TraceResults."""
-    if isinstance(value, TraceCtx):
-        return [value]
-    if isinstance(value, tuple | list):
-        return [t for item in value for t in traces_in(item)]
-    if type(value).__name__ != "TraceResults":
-        return []
-    found = [getattr(value, a, None) for a in ("prologue_trace", "computation_trace", "epilogue_trace")]
-    return [t for t in found if isinstance(t, TraceCtx)]
-
-
-def pair_sides(value: Any) -> tuple[TraceCtx | None, TraceCtx | None] | None:
-    """(forward, backward) of a pair pass's result, either None when absent; None if it is not a pair.
-
-    ``((fw, bw),)`` counts as ``(fw, bw)`` (a block's ``p.outputs((fw, bw))``).
-    """
-    while isinstance(value, tuple | list) and len(value) == 1 and isinstance(value[0], tuple | list):
-        value = value[0]
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        return None
-    fw, bw = value
-    if all(side is None or isinstance(side, TraceCtx) for side in (fw, bw)):
-        return fw, bw
-    return None
-
-
 class PassRun:
     """A pass while it runs: label, kind, role, inputs; proxies made directly in it and the traces that named them."""
 
     __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only",
-                 "compilation", "parent", "unique_region_names", "_started", "_tokens", "_entry", "_first_step")
+                 "compilation", "parent", "unique_region_names", "unregistered", "_started", "_tokens", "_entry",
+                 "_first_step", "_symbols")
 
     def __init__(
         self, label: str, qualname: str, kind: str, inputs: Iterable[Any] = (), *, role: str | None = None,
@@ -88,7 +64,7 @@ class PassRun:
         self.traced_only = traced_only
         self.label, self.qualname, self.kind, self.pair, self.owner = label, qualname, kind, pair, owner
         self.inputs = [t for value in inputs for t in traces_in(value)]
-        compilation = compilations.start() if starts_compilation else compilations.current()
+        compilation = compilations.start(frame=sys._getframe()) if starts_compilation else compilations.current()
         if compilation is not None and not starts_compilation and not any(compilation.owns(t) for t in self.inputs):
             compilation = None  # a pass outside the compilation running in this context
         #: The compilation this pass is part of (pair, steps and what was reported already).
@@ -100,11 +76,16 @@ class PassRun:
         self.proxies = 0
         #: id(trace) -> (trace, first name it gave) for proxies made directly in this run.
         self.namers: dict[int, tuple[Any, str]] = {}
+        #: id(names set) -> (input trace, the names its symbols use that it has not registered), filled by the
+        #: naming hook when this run first names a proxy with that set (safe_tracectx.hooks.naming).
+        self.unregistered: dict[int, tuple[TraceCtx | None, dict[str, str]]] = {}
         self.parent: PassRun | None = None
         self._started = 0.0
         self._tokens: tuple[Token[str | None], Token[PassRun | None]] | None = None
         self._entry: list[list[list[Any]]] | None = None
         self._first_step = 0
+        #: The bound symbols of each input at entry (by identity): an input changed in place is an output.
+        self._symbols: list[tuple[int, ...]] = []
 
     def enter(self) -> PassRun:
         """The pass begins: an injection point, then it is the current pass."""
@@ -115,6 +96,7 @@ class PassRun:
             self._entry = [fingerprint(t) for t in self.inputs]
         if self.compilation is not None:
             self._first_step = len(self.compilation.steps)
+            self._symbols = [tuple(map(id, t.bound_symbols)) for t in self.inputs]
         if self.unique_region_names:
             try:
                 _check_preconditions(self)
@@ -283,7 +265,13 @@ def _found_after(
 
         found = [(v, t) for t in outputs if compilations.checked_kind(t) for v in check_trace(t)]
     else:
+        changed = [t for t, before in zip(run.inputs, run._symbols) if tuple(map(id, t.bound_symbols)) != before]
+        for trace in changed:  # changed in place: the trace is now what this pass made of it
+            compilation.remake(trace, run.label, run.qualname, within=run.parent.label if run.parent else None)
         for trace in (*run.inputs, *outputs):
+            if trace in changed:
+                found += _found_in(run, trace, compilation.findings(trace)[0])
+                continue
             if not compilations.checked_kind(trace) or (trace in run.inputs and compilation.step_of(trace) is not None):
                 continue
             if trace in run.inputs and compilation.seen(trace):

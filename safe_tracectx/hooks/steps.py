@@ -39,7 +39,7 @@ from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.labels import describe_trace
 from safe_tracectx.pass_catalog import step_label
-from safe_tracectx.program import undefined_globals
+from safe_tracectx.generated_code import undefined_globals
 
 __all__ = ["check_about_to_run", "hook_methods", "hooked_methods", "make_interpreter_hook", "unhook_methods"]
 
@@ -120,9 +120,40 @@ def check_about_to_run(compilation: compilations.Compilation, trace: TraceCtx, f
     site = find_call_site()
     made = compilation.step_of(trace)
     fallback = made.culprit if made is not None else ("code generation", f"{type(trace).__module__}.TraceCtx.python_callable")
-    report_all([culprit_error(compilation, violation, trace, site, fallback=fallback,
-                              context=f"the trace about to run ({describe_trace(trace)}) has a program where ")
-                for violation in new])
+    maker = f", made by {made.describe()}" if made is not None else ""
+    errors = []
+    for violation in new:
+        step = _handover_culprit(compilation) if violation.kind == "handover-mismatch" else None
+        errors.append(culprit_error(
+            compilation, violation, trace, site, fallback=fallback, known=step,
+            context=f"the trace about to run ({describe_trace(trace)}{maker}) has a program where ",
+        ))
+    report_all(errors)
+
+
+def _handover_culprit(compilation: compilations.Compilation) -> compilations.Step | None:
+    """The step that broke the hand-over of the compilation's forward and backward (violation path only): from the
+    first pair of traces that still hand over, the first later trace of either side that no longer hands over
+    with the other side's trace of that pair."""
+    fw, bw = compilation.handed_over
+    if fw is None or bw is None:
+        return None
+    latest: dict[bool, TraceCtx] = {}
+    baseline: dict[bool, TraceCtx] | None = None
+    for step in compilation.steps:
+        trace = step.ref()
+        if trace is None or (trace.names is not fw.names and trace.names is not bw.names):
+            continue
+        backward = compilations.is_backward(trace)
+        latest[backward] = trace
+        if baseline is None:
+            if len(latest) == 2 and not check_handover(latest[False], latest[True]):
+                baseline = dict(latest)
+            continue
+        pair = (baseline[False], trace) if backward else (trace, baseline[True])
+        if check_handover(*pair):
+            return step
+    return None
 
 
 def _about_to_run(compilation: compilations.Compilation, trace: TraceCtx, function: Any) -> list[Violation]:
@@ -147,7 +178,7 @@ def _about_to_run(compilation: compilations.Compilation, trace: TraceCtx, functi
 
 def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCtx) -> list[Violation]:
     """Once both the forward and the backward are about to run: what the one saves, the other must unpack."""
-    side = "backward" if compilations.is_backward(trace) else "forward" if compilations.checked_kind(trace) else None
+    side = _side(compilation, trace)
     if side is None:
         return []
     compilation.running[side] = trace
@@ -155,7 +186,19 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
     if fw is None or bw is None:
         return []
     compilation.running.clear()
+    compilation.handed_over = (fw, bw)
     return check_handover(fw, bw)
+
+
+def _side(compilation: compilations.Compilation, trace: TraceCtx) -> str | None:
+    """Which side of the compilation's forward/backward pair ``trace`` is a later form of (sharing its names set),
+    if any: a fusion region's trace or another compilation's is neither."""
+    fw, bw = compilation.forward, compilation.backward
+    if fw is None or bw is None:
+        return None
+    if trace.names is not fw.names and trace.names is not bw.names and trace not in (fw, bw):
+        return None
+    return "backward" if compilations.is_backward(trace) else "forward"
 
 
 def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
