@@ -13,7 +13,8 @@ STUBS := stubs/pyproject.toml $(wildcard stubs/thunder-stubs/*.pyi stubs/thunder
 
 $(STAMP): pyproject.toml constraints.txt requirements/test.txt $(STUBS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[thunder]' -r requirements/test.txt ./stubs
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[thunder]' -r requirements/test.txt ./stubs \
+	    --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)

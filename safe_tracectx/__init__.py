@@ -26,12 +26,15 @@ from safe_tracectx.errors import (
     TracelessRecordingError,
     UnbalancedContextError,
 )
+from safe_tracectx.pass_catalog import PassKind
 from safe_tracectx.policy import (
     LENIENT,
     STRICT,
     Action,
     MissingTraceAction,
+    OverrideAction,
     Policy,
+    PresetName,
     get_policy,
     set_default_policy,
 )
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
         use_policy,
     )
     from safe_tracectx.hooks import audit, install, installed, is_installed, thunder_support, uninstall
-    from safe_tracectx.hooks.audited import audited_pass
+    from safe_tracectx.hooks.audited import PassRole, audited_pass
     from safe_tracectx.labels import describe_trace
 
 try:
@@ -79,7 +82,7 @@ _LAZY: dict[str, str] = {
         "safe_tracectx.context",
     ),
     "describe_trace": "safe_tracectx.labels",
-    "audited_pass": "safe_tracectx.hooks.audited",
+    **dict.fromkeys(["PassRole", "audited_pass"], "safe_tracectx.hooks.audited"),
     "AuditLog": "safe_tracectx.auditlog",
     **dict.fromkeys(["Violation", "check_forward_backward", "check_trace"], "safe_tracectx.checks"),
     **dict.fromkeys(
@@ -124,7 +127,11 @@ __all__ = [
     "MissingTraceAction",
     "MissingTraceError",
     "NameClashError",
+    "OverrideAction",
+    "PassKind",
+    "PassRole",
     "Policy",
+    "PresetName",
     "ReadOnlyTraceError",
     "ScratchTrace",
     "TraceContextError",

@@ -22,8 +22,8 @@ from __future__ import annotations
 import dataclasses
 import os
 from contextvars import ContextVar
-from collections.abc import Iterable
-from typing import Final, Literal, get_args
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal, get_args
 
 from safe_tracectx.errors import TRACE_CHECKS
 
@@ -36,7 +36,9 @@ __all__ = [
     "Action",
     "CheckAction",
     "MissingTraceAction",
+    "OverrideAction",
     "Policy",
+    "PresetName",
     "as_policy",
     "check_overrides",
     "default_policy",
@@ -50,6 +52,12 @@ Action = Literal["raise", "warn", "log", "ignore"]
 MissingTraceAction = Literal["raise", "warn", "log", "ignore", "traceless"]
 #: What a single trace check may be given: an action, or ``off`` (not reported at all, not even to the audit).
 CheckAction = Literal["raise", "warn", "log", "ignore", "off"]
+#: What ``Policy.replace(**overrides)`` and ``use_policy(..., **overrides)`` take as a value (an event's field or a
+#: single trace check: the keyword names are checked at run time, so mypy sees only that the value is an action).
+OverrideAction = Literal["raise", "warn", "log", "ignore", "traceless", "off"]
+#: The names of the presets (``use_policy("lenient")``, ``install("strict")``); the run-time check also takes them in
+#: any case and with spaces around (an environment variable, a command line), mypy only these.
+PresetName = Literal["strict", "lenient", "audit"]
 
 ENV_VAR: Final = "SAFE_TRACECTX_POLICY"
 
@@ -111,7 +119,7 @@ class Policy:
                 return action
         return None
 
-    def replace(self, **overrides: str) -> Policy:
+    def replace(self, **overrides: OverrideAction) -> Policy:
         """A copy with some actions changed: policy fields (``name_clash="warn"``) or single trace checks
         (``defined_twice="warn"``, underscores for hyphens); unknown names raise ``ValueError``."""
         known = {field.name for field in dataclasses.fields(self)} - {"checks"}
@@ -159,7 +167,7 @@ def _preset(name: str, *, source: str) -> Policy:
         raise ValueError(f"{source}={name!r} is not a policy preset; use one of: {', '.join(PRESETS)}") from None
 
 
-def as_policy(policy: object, *, source: str, overrides: dict[str, str] | None = None) -> Policy:
+def as_policy(policy: object, *, source: str, overrides: Mapping[str, OverrideAction] | None = None) -> Policy:
     """``policy`` (a Policy or a preset name) with ``overrides``; a clear error naming ``source`` otherwise."""
     if isinstance(policy, Policy):
         base = policy
@@ -172,19 +180,23 @@ def as_policy(policy: object, *, source: str, overrides: dict[str, str] | None =
     return base.replace(**overrides) if overrides else base
 
 
-def check_overrides(items: Iterable[str], *, option: str) -> dict[str, str]:
+def check_overrides(items: Iterable[str], *, option: str) -> dict[str, OverrideAction]:
     """``["defined-twice=warn", ...]`` (``--check``, ``--safe-tracectx-check``) as ``Policy.replace`` overrides;
     a ValueError naming ``option`` and the form for a malformed item.
 
         >>> check_overrides(["use-before-definition=warn"], option="--check")
         {'use_before_definition': 'warn'}
     """
-    overrides: dict[str, str] = {}
+    overrides: dict[str, Any] = {}  # the actions are checked by Policy.replace
     for item in items:
         check, equals, action = item.partition("=")
         if not equals or not check.strip() or not action.strip():
             raise ValueError(f"{option} {item}: give CHECK=ACTION, e.g. {option} use-before-definition=warn")
-        overrides[check.strip().replace("-", "_")] = action.strip()
+        name = check.strip().replace("_", "-")
+        if name not in TRACE_CHECKS:
+            raise ValueError(f"{option} {item}: {check.strip()!r} is not a trace check; use one of: "
+                             f"{', '.join(TRACE_CHECKS)} (a whole event: --policy, or use_policy(...))")
+        overrides[name.replace("-", "_")] = action.strip()
     return overrides
 
 
@@ -234,7 +246,7 @@ def swap_default_policy(policy: Policy | None) -> Policy | None:
     return previous
 
 
-def set_default_policy(policy: Policy | str | None, **overrides: str) -> Policy:
+def set_default_policy(policy: Policy | PresetName | None, **overrides: OverrideAction) -> Policy:
     """Set the process-wide default (``None``: back to ``SAFE_TRACECTX_POLICY`` or STRICT); return it."""
     if policy is None and not overrides:
         swap_default_policy(None)

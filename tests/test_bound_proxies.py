@@ -23,6 +23,7 @@ from safe_tracectx import install, tracectx, uninstall
 from safe_tracectx.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.checks import check_forward_backward, check_trace
 from safe_tracectx.fingerprint import fingerprint, names_defined_by
+from safe_tracectx.policy import PresetName
 
 CACHES = ("flat_args_and_spec", "flat_args", "flat_proxy_args", "flat_outs_and_spec", "flat_outs", "flat_proxy_outs")
 
@@ -79,7 +80,7 @@ def test_checks_and_fingerprints_fill_no_cache_of_thunders() -> None:
     assert _caches(traces) == before
 
 
-def _cold_symbols_after_a_compile(policy: str | None) -> int:
+def _cold_symbols_after_a_compile(policy: PresetName | None) -> int:
     if policy is not None:
         install(policy)
     try:

@@ -135,7 +135,7 @@ def test_install_policy_is_the_default_until_uninstall() -> None:
 def test_bad_install_policy_is_rejected_before_anything_changes() -> None:
     before = _originals()
     with pytest.raises(ValueError, match="not a policy preset"):
-        install("paranoid")
+        install("paranoid")  # type: ignore[arg-type]
     assert _originals() == before and not is_installed()
 
 

@@ -24,6 +24,7 @@ from safe_tracectx import (
     use_policy,
 )
 from safe_tracectx.context import TracelessTrace
+from safe_tracectx.policy import PresetName
 
 
 def test_strict_is_the_default_and_raises_every_trace_context_misuse() -> None:
@@ -58,7 +59,7 @@ def test_one_trace_check_gets_an_action_of_its_own() -> None:
     with pytest.raises(ValueError, match="unknown policy check\\(s\\) defined_twise; .* the trace checks: use_before_definition"):
         STRICT.replace(defined_twise="warn")
     with pytest.raises(ValueError, match="Policy.checks: defined-twice='loud' is not a valid action; use one of: raise, warn, log, ignore, off"):
-        STRICT.replace(defined_twice="loud")
+        STRICT.replace(defined_twice="loud")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="Policy.checks: 'nonsense' is not a trace check"):
         Policy(checks=(("nonsense", "warn"),))
     with pytest.raises(TypeError, match="Policy.checks takes a tuple of"):
@@ -85,7 +86,7 @@ def test_bad_action_lists_the_valid_ones() -> None:
 
 def test_bad_preset_and_unknown_event_are_value_errors() -> None:
     with pytest.raises(ValueError, match="'paranoid' is not a policy preset; use one of: strict, lenient, audit"):
-        use_policy("paranoid")
+        use_policy("paranoid")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown policy check\\(s\\) typo; the checks are"):
         use_policy("strict", typo="raise")
     with pytest.raises(TypeError, match="takes a Policy or a preset name"):
@@ -124,7 +125,7 @@ def test_use_policy_as_decorator_and_per_thread() -> None:
         thread.join()
     assert seen == [STRICT]  # a new thread starts from the default
 
-    async def task(policy: str) -> Policy:
+    async def task(policy: PresetName) -> Policy:
         with use_policy(policy):
             await asyncio.sleep(0)
             return get_policy()

@@ -23,6 +23,7 @@ from safe_tracectx import (
     use_policy,
 )
 from safe_tracectx.context.blocks import open_blocks
+from safe_tracectx.policy import Action
 
 MakeTrace = Callable[..., TraceCtx]
 
@@ -331,7 +332,7 @@ def test_exit_in_a_copied_context_is_reported_and_leaves_both_contexts_consisten
 
 @pytest.mark.parametrize("action", ["warn", "log", "ignore"])
 def test_unbalanced_actions_other_than_raise_still_restore(
-    action: str, make_trace: MakeTrace, caplog: pytest.LogCaptureFixture
+    action: Action, make_trace: MakeTrace, caplog: pytest.LogCaptureFixture
 ) -> None:
     a, b = make_trace(), make_trace()
     with use_policy("strict", unbalanced=action):

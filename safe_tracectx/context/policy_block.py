@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Final, TypeVar
 from safe_tracectx.actions import act
 from safe_tracectx.context.blocks import NEW, Block, not_initialised, require_initialised
 from safe_tracectx.context.decorate import decorate
-from safe_tracectx.policy import POLICY_VAR, Policy, as_policy
+from safe_tracectx.policy import POLICY_VAR, OverrideAction, Policy, PresetName, as_policy
 
 __all__ = ["use_policy"]
 
@@ -30,7 +30,7 @@ _POLICY_OWNER: Final[ContextVar[Block | None]] = ContextVar("safe_tracectx.polic
 
 
 class use_policy(Block):
-    """Use ``policy`` (a Policy or "strict"/"lenient", with per-check overrides) for a block."""
+    """Use ``policy`` (a Policy or "strict"/"lenient"/"audit", with per-check overrides) for a block."""
 
     __slots__ = ()
 
@@ -41,7 +41,7 @@ class use_policy(Block):
         "(use `with use_policy(...):` or the decorator)"
     )
 
-    def __init__(self, policy: Policy | str, /, **overrides: str) -> None:
+    def __init__(self, policy: Policy | PresetName, /, **overrides: OverrideAction) -> None:
         Block.__init__(self, as_policy(policy, source="use_policy()", overrides=overrides))
 
     def label(self) -> str:

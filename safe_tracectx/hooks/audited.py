@@ -25,20 +25,23 @@ import functools
 import inspect
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx.hooks.installer import is_installed
 from safe_tracectx.hooks.runs import DECLARED as _declared
-from safe_tracectx.hooks.runs import PassRun, pair_sides, run_pass, traces_in
-from safe_tracectx.pass_catalog import USER_KINDS
+from safe_tracectx.hooks.pass_values import pair_sides, traces_in
+from safe_tracectx.hooks.runs import PassRun, run_pass
+from safe_tracectx.pass_catalog import USER_KINDS, PassKind
 
-__all__ = ["audited_pass", "declared_passes"]
+__all__ = ["PassRole", "audited_pass", "declared_passes"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: Which side of the forward/backward pair an ``audited_pass`` works on (None: found from its input trace).
+PassRole = Literal["forward", "backward"]
 ROLES: Final = (None, "forward", "backward")
 _TRACES: Final = "a TraceCtx, a tuple or list of them, or Thunder's TraceResults"
 
@@ -111,7 +114,13 @@ class audited_pass:
     __slots__ = ("label", "kind", "role", "pair", "_inputs", "_outputs", "_run")
 
     def __init__(
-        self, label: str, *, inputs: Iterable[Any] = (), kind: str = "user", role: str | None = None, pair: bool = False
+        self,
+        label: str,
+        *,
+        inputs: Iterable[Any] = (),
+        kind: PassKind = "user",
+        role: PassRole | None = None,
+        pair: bool = False,
     ) -> None:
         self._inputs = _check_arguments(label, inputs, kind, role, pair)
         self.label, self.kind, self.role, self.pair = label, kind, role, pair

@@ -31,6 +31,7 @@ from safe_tracectx.hooks import guard, patching
 from safe_tracectx.policy import (
     POLICY_VAR,
     Policy,
+    PresetName,
     as_policy,
     default_policy,
     get_policy,
@@ -209,7 +210,7 @@ def is_installed() -> bool:
     return bool(_stack)
 
 
-def install(policy: Policy | str | None = None, *, audit: bool = False) -> Installation:
+def install(policy: Policy | PresetName | None = None, *, audit: bool = False) -> Installation:
     """Hook Thunder: the trace ContextVar's set/reset, proxy naming and the remat passes.
 
     ``policy`` (a Policy or "strict"/"lenient") is the process default until the
@@ -260,7 +261,7 @@ class installed:
 
     _owner: str = "installed()"
 
-    def __init__(self, policy: Policy | str | None = None, *, audit: bool = False) -> None:
+    def __init__(self, policy: Policy | PresetName | None = None, *, audit: bool = False) -> None:
         self._policy = None if policy is None else as_policy(policy, source=f"{self._owner[:-2]}()")
         self._audit = audit
         self._installation: Installation | None = None

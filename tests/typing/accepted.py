@@ -35,3 +35,32 @@ reveal_type(token)  # N: Revealed type is "_contextvars.Token[thunder.core.trace
 reset_tracectx(token)
 reveal_type(trace.names)  # N: Revealed type is "set[str]"
 reveal_type(trace.bound_symbols)  # N: Revealed type is "list[thunder.core.symbol.BoundSymbol]"
+# Presets, actions, pass kinds and roles spelt right (tests/typing/rejected.py has them misspelt):
+from safe_tracectx import (  # noqa: E402
+    LENIENT,
+    STRICT,
+    OverrideAction,
+    PassKind,
+    PassRole,
+    PresetName,
+    audited_pass,
+    install,
+    installed,
+    set_default_policy,
+    use_policy,
+)
+
+with use_policy("lenient", unbalanced="raise", defined_twice="off") as chosen:
+    reveal_type(chosen)  # N: Revealed type is "safe_tracectx.policy.Policy"
+with use_policy(STRICT, missing_trace="traceless"), installed("audit"), installed(LENIENT, audit=True):
+    pass
+preset: PresetName = "strict"
+action: OverrideAction = "warn"
+reveal_type(STRICT.replace(name_clash=action, use_before_definition="log"))  # N: Revealed type is "safe_tracectx.policy.Policy"
+reveal_type(install(preset, audit=True))  # N: Revealed type is "safe_tracectx.hooks.installer.Installation"
+set_default_policy("lenient", read_only="ignore")
+set_default_policy(None)
+kind: PassKind = "fusion"
+role: PassRole = "backward"
+reveal_type(audited_pass("mine", kind=kind, role=role))  # N: Revealed type is "safe_tracectx.hooks.audited.audited_pass"
+audited_pass("pair", kind="remat", pair=True)

@@ -27,3 +27,18 @@ set_tracectx("trace")  # E: [arg-type]
 reset_tracectx("token")  # E: [arg-type]
 proxy.replace_name(3)  # E: [arg-type]
 count: int = proxy.replace_name("z")  # E: [assignment]
+# Misspelt presets, actions, fields, pass kinds and roles (the run-time checks still refuse them, for untyped callers):
+from safe_tracectx import STRICT, audited_pass, install, installed, set_default_policy, use_policy  # noqa: E402
+
+use_policy("strcit")  # E: [arg-type]
+use_policy("strict", read_only="raies")  # E: [arg-type]
+use_policy(STRICT, defined_twice="wran")  # E: [arg-type]
+STRICT.replace(name_clash="raies")  # E: [arg-type]
+STRICT.replace(defined_twice="loud")  # E: [arg-type]
+Policy(name_clash="raies")  # E: [arg-type]
+audited_pass("x", kind="fusoin")  # E: [arg-type]
+audited_pass("x", role="fwd")  # E: [arg-type]
+install("lenint")  # E: [arg-type]
+installed("audti")  # E: [arg-type]
+set_default_policy("strcit")  # E: [arg-type]
+set_default_policy("strict", unbalanced="raies")  # E: [arg-type]
