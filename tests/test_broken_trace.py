@@ -150,3 +150,58 @@ def test_a_fresh_name_the_given_trace_already_uses_is_a_clash_charged_to_its_mak
     assert error.kind == "name-taken" and error.names == ("t0",)
     assert error.culprit is not None and error.culprit[1].endswith("_rebuilt_without_names")
     assert "t0 first appears unregistered in the trace made by" in error.message
+
+
+class _ReverseSaved(Transform):
+    """Reverses the order the forward saves its tensors for the backward (the backward untouched): the gradients
+    would be assigned to the wrong values. ``nested``: compiles and runs another jitted function first."""
+
+    def __init__(self, nested: bool = False) -> None:
+        self.nested = nested
+
+    def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs: Any) -> TraceCtx:
+        trace = computation_trace
+        if trace.siginfo().name == "backward_fn":
+            return trace
+        if self.nested:
+            inner = thunder.jit(lambda t: (t.cos() * t).sum())
+            inner(torch.randn(3, requires_grad=True)).backward()
+        ret = trace.bound_symbols[-1]
+        out, (saved, others) = ret.args[0], ret.args[1]
+        new = from_trace(trace)
+        new.bound_symbols = [*trace.bound_symbols[:-1], ret.from_bsym(args=(out, (tuple(reversed(saved)), others)))]
+        return new
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_broken_hand_over_is_charged_to_its_transform_also_with_a_compile_inside_it(nested: bool) -> None:
+    """A jit compiled and run inside a Transform ends its own compilation only: the outer one is current again."""
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x.sin() * y).sum()
+
+    jitted = thunder.jit(f, transforms=[_ReverseSaved(nested)])
+    x, y = torch.ones(3, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)
+    with installed(STRICT), pytest.raises(BrokenTraceError, match="of the saved tensors is named") as info:
+        jitted(x, y).backward()
+    assert info.value.kind == "handover-mismatch"
+    assert info.value.culprit is not None and info.value.culprit[0] == "_ReverseSaved.transform_trace_post_optimization"
+
+
+def test_a_finished_compilation_keeps_nothing_of_its_call_alive() -> None:
+    """After the jitted call returns, its compilation holds no frame: the call's arguments are freed."""
+    import gc
+    import weakref
+
+    from safe_tracectx.hooks import compilation as compilations
+
+    jitted = thunder.jit(lambda x: (x * 2).sum())
+    with installed(STRICT):
+        big = torch.randn(300, 300, requires_grad=True)
+        alive = weakref.ref(big)
+        jitted(big).backward()
+        del big
+        for _ in range(2):
+            jitted(torch.randn(300, 300, requires_grad=True)).backward()  # cached: no compilation runs
+        gc.collect()
+        assert alive() is None
+        assert compilations.current() is None  # ended when its call returned

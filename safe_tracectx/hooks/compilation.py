@@ -65,13 +65,16 @@ class Step:
 class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
-    __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "_names",
-                 "_by_trace", "_findings", "__weakref__")
+    __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
+                 "_names", "_by_trace", "_findings", "__weakref__")
 
-    def __init__(self, extent: FrameType | None = None) -> None:
-        #: The frame of the outermost Thunder call that runs the compilation (``thunder.jit``'s callable): the
-        #: compilation lasts while it runs (None: until another starts, for one started by hand).
-        self.extent = extent
+    def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
+        #: (code, id) of the frame of the outermost Thunder call that runs the compilation (``thunder.jit``'s
+        #: callable), not the frame itself (that would keep the call's arguments alive): the compilation lasts
+        #: while that frame runs (None: until another starts, for one started by hand).
+        self.extent = None if extent is None else (extent.f_code, id(extent))
+        #: The compilation this one runs inside (a jit called by a Transform of another): current again after it.
+        self.outer = outer
         self.forward: Any = None
         self.backward: Any = None
         #: The forward and backward Thunder made callables of (about to run), until both are there.
@@ -215,23 +218,30 @@ def _outermost_thunder_frame(frame: FrameType | None) -> FrameType | None:
 
 def start(*, frame: FrameType | None = None) -> Compilation:
     """A new compilation in this context (the interpretation pass begins, in ``frame``): it lasts while the
-    outermost Thunder call above ``frame`` runs (without ``frame``, until another starts)."""
-    compilation = Compilation(_outermost_thunder_frame(frame) if frame is not None else None)
+    outermost Thunder call above ``frame`` runs (without ``frame``, until another starts); one running already
+    is current again when it ends."""
+    outer = current() if frame is not None else None
+    compilation = Compilation(_outermost_thunder_frame(frame) if frame is not None else None, outer)
     _current.set(compilation)
     return compilation
+
+
+def _running(extent: tuple[Any, int], frame: FrameType | None) -> bool:
+    code, ident = extent
+    while frame is not None:
+        if frame.f_code is code and id(frame) == ident:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def current() -> Compilation | None:
     """The compilation running in this context, if a pass started one and the call that runs it has not
     returned (after ``thunder.jit``'s callable returns, what the program does with traces is its own)."""
     compilation = _current.get()
-    if compilation is None or compilation.extent is None:
-        return compilation
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        if frame is compilation.extent:
-            return compilation
-        frame = frame.f_back
-    _current.set(None)  # ended: its frame and traces are let go
-    compilation.extent = None
-    return None
+    ended = False
+    while compilation is not None and compilation.extent is not None and not _running(compilation.extent, sys._getframe(1)):
+        compilation, ended = compilation.outer, True
+    if ended:
+        _current.set(compilation)  # the ended ones are let go
+    return compilation
