@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from safe_tracectx.checks import Violation, trace_findings
 
-__all__ = ["Compilation", "Step", "checked_kind", "current", "is_backward", "signature_name", "start"]
+__all__ = ["Compilation", "Step", "checked_kind", "current", "end", "is_backward", "signature_name", "start"]
 
 #: The compilation running in this context (the interpretation pass of a thunder.jit compile starts one).
 _current: Final[ContextVar[Compilation | None]] = ContextVar("safe_tracectx.compilation", default=None)
@@ -224,6 +224,11 @@ def start(*, frame: FrameType | None = None) -> Compilation:
     compilation = Compilation(_outermost_thunder_frame(frame) if frame is not None else None, outer)
     _current.set(compilation)
     return compilation
+
+
+def end() -> None:
+    """No compilation runs in this context any more (the hooks were removed)."""
+    _current.set(None)
 
 
 def _running(extent: tuple[Any, int], frame: FrameType | None) -> bool:

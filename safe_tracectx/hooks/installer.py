@@ -27,6 +27,7 @@ from safe_tracectx.actions import action_for, carry_out, record
 from safe_tracectx.auditlog import AuditLog
 from safe_tracectx.callsite import CallSite, find_call_site
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
+from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import guard, patching
 from safe_tracectx.policy import (
     POLICY_VAR,
@@ -182,6 +183,7 @@ class Installation:
             patching.remove(_patches)
             _patches.clear()
             guard.release_all()
+            compilations.end()  # one started by hand (no jit call to end it) ends with the hooks
 
     def _put_back_policy(self, above: list[Installation]) -> None:
         """Hand the default back: to the next installation that replaced ours, else to the process."""
