@@ -126,6 +126,12 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
             f"{name} is a cotangent ({bsym_label(source, bsyms[source])}) that {bsym_label(reader, bsyms[reader])} "
             "reads, and that symbol computes something the forward needs: the forward/backward split puts it in "
             f"the forward, where {name} is never defined", reader)
+    if not executed:  # a defect on its way (what the next fusion pass makes of it), never a report of its own
+        for name, index in program.untagged_backward():
+            add("forward-reads-backward", name,
+                f"{bsym_label(index, bsyms[index])} computes from the cotangent {name} without the BACKWARD tag: a "
+                f"fusion pass may group it with the forward, which then reads {name}, never defined there", index,
+                note=True)
     deleted: dict[str, int] = {}  # name -> the `del` that ended it
     for index, bsym in enumerate(bsyms):
         reads = proxy_args(bsym)

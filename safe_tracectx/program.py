@@ -24,6 +24,7 @@ from thunder.core import codeutils
 from thunder.core.prims import OpTags, PrimIDs
 from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
+import thunder.core.symbol as _symbol
 from thunder.core.symbol import default_python_printer
 
 from safe_tracectx.bound_proxies import proxy_args, proxy_outs
@@ -31,6 +32,8 @@ from safe_tracectx.bound_proxies import proxy_args, proxy_outs
 __all__ = ["Program", "signature_names"]
 
 _RETURN: Final = PrimIDs.RETURN
+#: ``BoundSymbolTag.BACKWARD`` (a Thunder without bound-symbol tags has none).
+_BACKWARD_TAG: Final = getattr(getattr(_symbol, "BoundSymbolTag", None), "BACKWARD", None)
 _DEL: Final = PrimIDs.DEL
 _UNPACK_SEQUENCE: Final = PrimIDs.UNPACK_SEQUENCE
 _KEEP: Final = frozenset({OpTags.DONT_DCE})
@@ -214,12 +217,10 @@ class Program:
         or is an ``unpack_trivial``, or a ``copy_`` into a forward name; ``get_grad`` gives cotangents, which only
         the backward receives.
         """
+        if not self.is_joint():
+            return []
         bsyms = self.trace.bound_symbols
-        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
-            return []
         info = bsyms[-1].args[0]
-        if not isinstance(info, dict) or "fw_flat_out" not in info:
-            return []
         flat, _ = tree_flatten((info.get("fw_flat_out"), info.get("flat_args", ())))  # type: ignore[no-untyped-call]
         needed = {p.name for p in flat if isinstance(p, Proxy)}
         cotangents: dict[str, int] = {}
@@ -245,6 +246,39 @@ class Program:
                 if source is not None and source < index and all(f[0] != proxy.name for f in found):
                     found.append((proxy.name, index, source))
         return found
+
+    def untagged_backward(self) -> list[tuple[str, int]]:
+        """In a joint trace whose backward symbols carry ``BoundSymbolTag.BACKWARD``: each symbol that computes from
+        a cotangent without that tag, as (the cotangent, index of the symbol). A fusion pass groups such a symbol
+        with the forward (``data_dependent_partition`` reads the tag), and the forward then reads the cotangent.
+        Fusion regions (which carry no tags of their own) and the return are not counted."""
+        if not self.is_joint():
+            return []
+        bsyms = self.trace.bound_symbols
+        backward_tag = _BACKWARD_TAG
+        if backward_tag is None or not any(backward_tag in (getattr(b, "tags", None) or ()) for b in bsyms):
+            return []
+        root: dict[str, str] = {}  # a name computed from a cotangent -> that cotangent
+        found: list[tuple[str, int]] = []
+        for index, bsym in enumerate(bsyms[:-1]):
+            if getattr(bsym.sym, "name", "") == "get_grad":
+                root.update((p.name, p.name) for p in proxy_outs(bsym))
+                continue
+            source = next((root[p.name] for p in proxy_args(bsym) if p.name in root), None)
+            if source is None:
+                continue
+            root.update((p.name, source) for p in proxy_outs(bsym) if p.name not in root)
+            if backward_tag not in (getattr(bsym, "tags", None) or ()) and not getattr(bsym.sym, "is_fusion", False):
+                found.append((source, index))
+        return found
+
+    def is_joint(self) -> bool:
+        """A joint forward-backward trace: the grad transform's, whose return holds ``fw_flat_out``."""
+        bsyms = self.trace.bound_symbols
+        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
+            return False
+        info = bsyms[-1].args[0]
+        return isinstance(info, dict) and "fw_flat_out" in info
 
     def flat_inputs(self) -> list[Any] | None:
         """The flat inputs a forward trace returns for its backward to differentiate (``'flat_args'``)."""

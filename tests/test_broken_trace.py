@@ -187,6 +187,31 @@ def test_a_broken_hand_over_is_charged_to_its_transform_also_with_a_compile_insi
     assert info.value.culprit is not None and info.value.culprit[0] == "_ReverseSaved.transform_trace_post_optimization"
 
 
+def test_a_running_compilation_keeps_its_steps_traces_until_it_ends() -> None:
+    """A pass's intermediate trace, dropped by the next pass, may be where a defect began: the culprit search
+    still reads every trace a pass read or returned while the compilation runs; once it ends, nothing is kept."""
+    import gc
+    import weakref
+
+    from thunder.core.trace import TraceCtx
+
+    from safe_tracectx.hooks import compilation as compilations
+
+    with installed(STRICT):
+        compilation = compilations.start()
+        trace, scratch = TraceCtx(), TraceCtx()
+        for made in (trace, scratch):
+            compilation.record_step(made, "my step", "tests.my_step", within=None)
+        compilation.add(trace)  # a pass returned it
+        alive, gone = weakref.ref(trace), weakref.ref(scratch)
+        del trace, scratch, made
+        gc.collect()
+        assert alive() is not None and compilation.step_of(alive()) is not None
+        assert gone() is None  # a trace no pass read or returned lives as long as Thunder keeps it
+    gc.collect()  # the last uninstall ended the compilation
+    assert alive() is None and compilation.steps[0].ref() is None
+
+
 def test_a_finished_compilation_keeps_nothing_of_its_call_alive() -> None:
     """After the jitted call returns, its compilation holds no frame: the call's arguments are freed."""
     import gc

@@ -374,3 +374,30 @@ def test_bad_input_is_a_type_error() -> None:
         check_forward_backward(TraceCtx(), 3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="fw must be a thunder TraceCtx, got NoneType"):
         check_handover(None, TraceCtx())  # type: ignore[arg-type]
+
+
+def test_a_backward_symbol_that_lost_its_tag_is_a_note_naming_the_cotangent(
+    jitted_traces: tuple[list[TraceCtx], list[TraceCtx]],
+) -> None:
+    """#2336's class: a pass rebuilds backward symbols without BoundSymbolTag.BACKWARD, so a fusion pass may
+    group them with the forward. The joint trace is still a right program: a note (what the culprit search
+    finds), never a violation of its own, and nothing when the trace is about to run."""
+    from thunder.core.symbol import BoundSymbolTag
+
+    from safe_tracectx.program import Program
+
+    (joint,) = [t for t in jitted_traces[0] if Program(t).is_joint()]
+    assert trace_findings(joint) == ([], [])
+    cotangent = next(b for b in joint.bound_symbols if b.sym.name == "get_grad").output.name
+    stripped = from_trace(joint)
+    first = True
+    for bsym in joint.bound_symbols:
+        if first and BoundSymbolTag.BACKWARD in bsym.tags and bsym.sym.name != "get_grad":
+            bsym, first = bsym.from_bsym(tags=bsym.tags - {BoundSymbolTag.BACKWARD}), False
+        stripped.bound_symbols.append(bsym)
+    before = _state(stripped)
+    violations, notes = trace_findings(stripped)
+    assert violations == [] and _kinds(notes) == {("forward-reads-backward", cotangent)}
+    assert "without the BACKWARD tag" in notes[0].message
+    assert trace_findings(stripped, executed=True) == ([], [])
+    assert _state(stripped) == before

@@ -6,7 +6,10 @@ runs, every trace created is a step, named by the function that created it and
 then by the provenance Thunder gives it (``Update aliases for in-place ops``,
 ``Dead Code Elimination``, ...). A violation found in any checked trace is
 charged to the first step whose trace already had it, found only when there is
-one (nothing is checked twice, nothing is checked ahead)::
+one (nothing is checked twice, nothing is checked ahead). While the compilation
+runs it keeps alive every trace a pass read or returned (an intermediate trace
+the next pass dropped may be where the defect began; a scratch trace Thunder
+makes for itself is let go as usual); when it ends, nothing is kept::
 
     >>> from thunder.core.trace import TraceCtx
     >>> from safe_tracectx.hooks.compilation import Compilation
@@ -66,7 +69,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "_names", "_by_trace", "_findings", "__weakref__")
+                 "_kept", "_names", "_by_trace", "_findings", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
         #: (code, id) of the frame of the outermost Thunder call that runs the compilation (``thunder.jit``'s
@@ -85,6 +88,8 @@ class Compilation:
         self.reported: set[tuple[str, str]] = set()
         #: Every trace a pass read or returned (a proxy named by one of them elsewhere borrowed its namer).
         self.traces: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: The traces of ``traces``, alive until the compilation ends (None: it ended).
+        self._kept: list[Any] | None = []
         #: Every trace made while the compilation ran, in the order made.
         self.steps: list[Step] = []
         #: The ``names`` sets of those traces (``from_trace`` shares them): a trace derived from one belongs here.
@@ -96,7 +101,9 @@ class Compilation:
     # ---- traces of the compilation ---------------------------------------------------
 
     def add(self, trace: Any) -> None:
-        """``trace`` is one of this compilation's."""
+        """``trace`` is one of this compilation's (a pass read or returned it)."""
+        if self._kept is not None and trace not in self.traces:
+            self._kept.append(trace)
         self.traces.add(trace)
         names = getattr(trace, "names", None)
         if names is not None:
@@ -135,6 +142,10 @@ class Compilation:
             self.steps.remove(known)
             del self._by_trace[id(trace)]
         self.record_step(trace, label, qualname, within=within)
+
+    def release(self) -> None:
+        """The compilation ended: the traces its passes read or returned are no longer kept alive."""
+        self._kept = None
 
     def step_of(self, trace: Any) -> Step | None:
         """The step that made ``trace``, if one of this compilation did."""
@@ -221,6 +232,8 @@ def start(*, frame: FrameType | None = None) -> Compilation:
     outermost Thunder call above ``frame`` runs (without ``frame``, until another starts); one running already
     is current again when it ends."""
     outer = current() if frame is not None else None
+    if outer is None and (replaced := _current.get()) is not None:
+        replaced.release()
     compilation = Compilation(_outermost_thunder_frame(frame) if frame is not None else None, outer)
     _current.set(compilation)
     return compilation
@@ -228,6 +241,10 @@ def start(*, frame: FrameType | None = None) -> Compilation:
 
 def end() -> None:
     """No compilation runs in this context any more (the hooks were removed)."""
+    compilation = _current.get()
+    while compilation is not None:
+        compilation.release()
+        compilation = compilation.outer
     _current.set(None)
 
 
@@ -246,6 +263,7 @@ def current() -> Compilation | None:
     compilation = _current.get()
     ended = False
     while compilation is not None and compilation.extent is not None and not _running(compilation.extent, sys._getframe(1)):
+        compilation.release()
         compilation, ended = compilation.outer, True
     if ended:
         _current.set(compilation)  # the ended ones are let go

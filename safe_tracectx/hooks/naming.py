@@ -107,18 +107,27 @@ def _report_name(trace: object, name: str, made: str | None, asker: str | None) 
             f"{made} instead: code that refers to it as {name} means another proxy",
             "proxy creation",
         )
-    compilation = compilations.current()
-    if compilation is not None:
-        if (violation.kind, name) in compilation.reported:
-            return
-        compilation.reported.add((violation.kind, name))
-    error = violation.to_error(find_call_site(), context=f"while {_what_is_being_made()}: ")
     if made is not None:  # the user's name, lost: Thunder's naming did it
-        error.culprit = ("proxy naming", "thunder.core.proxies.make_proxy_name")
+        culprit: tuple[str, str] | None = ("proxy naming", "thunder.core.proxies.make_proxy_name")
     elif asker is not None:  # Thunder's own code asked for a name it holds: that code
-        error.culprit = (step_label(None, asker), asker)
-    if asker is not None:
-        error.message += f" (asked by {asker})"
+        culprit = (step_label(None, asker), asker)
+    else:
+        culprit = None
+    _act_once(compilations.current(), violation, "", culprit, "" if asker is None else f" (asked by {asker})")
+
+
+def _act_once(compilation: Any, violation: Violation, within: str, culprit: tuple[str, str] | None, more: str) -> None:
+    """Apply the policy to a naming violation, once per compilation and (kind, name): charged to ``culprit``,
+    with ``more`` added to its message."""
+    if compilation is not None:
+        if (violation.kind, violation.name) in compilation.reported:
+            return
+        compilation.reported.add((violation.kind, violation.name))
+    error = violation.to_error(find_call_site(), context=f"while {_what_is_being_made()}{within}: ")
+    if culprit is not None:
+        error.culprit = culprit
+    if more:
+        error.message += more
         error.args = (error._render(),)
     act(error)
 
@@ -145,8 +154,6 @@ def _check_fresh(run: PassRun, known: tuple[TraceCtx | None, dict[str, str]], ma
     where = taken.get(made)
     if where is None or given is None:
         return
-    from safe_tracectx.hooks import compilation as compilations
-
     violation = Violation(
         "name-taken", made,
         f"Thunder's namer gave a new proxy the name {made}, which {describe_trace(given)} (given to {run.label}) "
@@ -154,17 +161,14 @@ def _check_fresh(run: PassRun, known: tuple[TraceCtx | None, dict[str, str]], ma
         "proxy creation",
     )
     compilation = run.compilation
-    if compilation is not None:
-        if (violation.kind, made) in compilation.reported:
-            return
-        compilation.reported.add((violation.kind, made))
-    error = violation.to_error(find_call_site(), context=f"while {_what_is_being_made()} in {run.label}: ")
+    if compilation is not None and (violation.kind, made) in compilation.reported:
+        return
     step = _first_user(compilation, given, made) if compilation is not None else None
-    error.culprit = step.culprit if step is not None else (run.label, run.qualname)
-    if step is not None:
-        error.message += f"; {made} first appears unregistered in the trace made by {step.describe()}"
-        error.args = (error._render(),)
-    act(error)
+    if step is None:
+        _act_once(compilation, violation, f" in {run.label}", (run.label, run.qualname), "")
+    else:
+        _act_once(compilation, violation, f" in {run.label}", step.culprit,
+                  f"; {made} first appears unregistered in the trace made by {step.describe()}")
 
 
 def _first_user(compilation: Any, given: TraceCtx, name: str) -> Any:
@@ -186,6 +190,7 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
         if faults.injector is not None:
             faults.point("proxy", events.current_pass.get())
         trace = _trace_get(None)
+        run = _run_get()
         if trace is None:
             trace = on_missing_trace(_what_is_being_made())
             if trace is None:  # warn/log/ignore: Thunder's own behaviour
@@ -201,14 +206,13 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
                 made = original(name=name, prefix=prefix)
                 if made != name and _to_report(asker):
                     _report_name(trace, name, made, asker)
-            elif name is None and (run := _run_get()) is not None and run.inputs:
+            elif name is None and run is not None and run.inputs:
                 known = _names_in_use(run, trace)
                 made = original(name=name, prefix=prefix)
                 if made in known[1]:
                     _check_fresh(run, known, made)
             else:
                 made = original(name=name, prefix=prefix)
-        run = _run_get()
         if run is not None:
             run.proxies += 1
             if id(trace) not in run.namers:
