@@ -32,12 +32,18 @@ __all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
 JSON_SCHEMA: Final = "safe-tracectx/audit"
 JSON_VERSION: Final = 2
 OTHER: Final = "(outside remat passes)"
-#: Sub-phases (proxies reported under a label of their own inside a pass) -> the kind of their pass.
-_SUB_PHASES: Final = {label: spec.kind for spec in PASSES for _, label in spec.phases}
+#: Sub-phases (proxies reported under a label of their own inside a pass, by the function that made them or
+#: by a function hooked as a phase) -> the kind of their pass.
+_SUB_PHASES: Final = {
+    **{label: spec.kind for spec in PASSES for _, label in spec.phases},
+    **{spec.label: spec.kind for spec in PASSES if spec.hook == "phase"},
+}
 #: Sub-phases whose work is all on one side of the pair.
 _SUB_PHASE_ROLES: Final = {"backward recompute": "backward"}
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
-PASS_RUN_KEYS: Final = ("label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints")
+PASS_RUN_KEYS: Final = (
+    "label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints", "thunderfx",
+)
 
 
 def _site_text(site: CallSite | None) -> str:
@@ -74,7 +80,8 @@ class AuditLog:
         self.proxies_by_pass: collections.Counter[str] = collections.Counter()
         self.passes: dict[str, dict[str, Any]] = {}
         #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
-        #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.fingerprint``).
+        #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.fingerprint``),
+        #: ``thunderfx`` (the ThunderFX split of a compilation or of the splitter's run, else None).
         self.pass_runs: list[dict[str, Any]] = []
         self.violations: list[Event] = []
         self.traceless_by_site: collections.Counter[CallSite | None] = collections.Counter()

@@ -13,6 +13,7 @@ from typing import Final, Literal, get_args
 
 __all__ = [
     "FUSION_METHODS",
+    "HookKind",
     "KINDS",
     "PASSES",
     "STEPS",
@@ -25,7 +26,11 @@ __all__ = [
 ]
 
 #: What kind of work a pass is (``pass_run`` events, the report's phases).
-PassKind = Literal["tracing", "transform", "autodiff", "execution", "split", "fusion", "remat", "user"]
+PassKind = Literal["thunderfx", "tracing", "transform", "autodiff", "execution", "split", "fusion", "remat", "user"]
+#: How a catalogued function is hooked: run as a pass; as the ThunderFX splitter (a pass that also records the
+#: split, see ``hooks.thunderfx``); or as a phase of the pass that calls it (its proxies are reported under its
+#: label, with no run of its own: a function called once per FX node would flood the pass runs).
+HookKind = Literal["pass", "splitter", "phase"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +50,7 @@ class PassSpec:
     #: It takes a name to mean one value across fusion regions (rematerialization): its inputs are checked for
     #: names computed in two regions when it starts.
     unique_region_names: bool = False
+    hook: HookKind = "pass"
 
     @property
     def qualname(self) -> str:
@@ -106,12 +112,23 @@ PASSES: Final[tuple[PassSpec, ...]] = (
         returns_pair=True,
         kind="autodiff",
     ),
+    # ThunderFX (torch.compile with Thunder as its backend): the splitter, and its support checks, which run the
+    # meta function of each FX node on proxies (about half of the proxies of a run).
+    PassSpec("thunder.dynamo.splitter", "_splitter", "ThunderFX splitter", kind="thunderfx", hook="splitter"),
+    PassSpec(
+        "thunder.dynamo.utils",
+        "is_node_supported_by_thunder",
+        "ThunderFX splitter (support checks)",
+        kind="thunderfx",
+        hook="phase",
+    ),
 )
 
 #: The kinds of pass a ``pass_run`` event names.
 KINDS: Final[tuple[PassKind, ...]] = get_args(PassKind)
-#: The kinds ``audited_pass`` takes: every kind but the interpretation, which starts a compilation.
-USER_KINDS: Final[tuple[PassKind, ...]] = tuple(k for k in KINDS if k != "tracing")
+#: The kinds ``audited_pass`` takes: every kind but the interpretation, which starts a compilation, and the
+#: ThunderFX splitter's.
+USER_KINDS: Final[tuple[PassKind, ...]] = tuple(k for k in KINDS if k not in ("tracing", "thunderfx"))
 
 #: The trace-to-trace steps Thunder runs between (and inside) the audited passes, by the function that makes
 #: the trace (its qualified name) or by the start of the provenance Thunder gives it: the label reports use.

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from safe_tracectx.fx_report import thunderfx_lines
+
 __all__ = ["render_text", "site_text"]
 
 _OTHER = "(outside remat passes)"
@@ -68,6 +70,7 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
             f"{stats['seconds']:6.2f}s  proxies {stats.get('proxies', 0):>5}  violations {len(stats['violations']):>3}"
         )
     out += _phase_lines(document)
+    out += thunderfx_lines(document)
 
     by_pass: dict[str, int] = document["proxies_by_pass"]
     out += ["", "Proxy creations by pass"]

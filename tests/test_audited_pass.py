@@ -71,6 +71,8 @@ def test_a_generator_can_hold_an_audited_block_around_its_work() -> None:
         # a user's pass never starts a compilation (that reset the forward/backward pair mid-compile)
         ({"kind": "tracing"}, ValueError, "kind='tracing' is the interpretation of a thunder.jit compile, which "
          "starts a compilation; a pass of yours is one of: transform, autodiff"),
+        ({"kind": "thunderfx"}, ValueError, "kind='thunderfx' is the ThunderFX splitter's (torch.compile with "
+         "Thunder as its backend); a pass of yours is one of: transform, autodiff"),
     ],
 )
 def test_bad_arguments_are_refused_naming_the_argument_the_value_and_what_is_accepted(

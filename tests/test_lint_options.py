@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.lint.command import main
 
+ROOT = Path(__file__).resolve().parents[1]
 BAD = "def f(t):\n    tok = set_tracectx(t)\n"
 
 
@@ -53,6 +56,30 @@ def test_exclude_replaces_and_extend_exclude_adds(project: Path, capsys: pytest.
 
 def test_a_file_named_on_the_command_line_is_checked_even_if_excluded(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert report(capsys, "--extend-exclude", "src", "src/a.py")[1] == ["src/a.py"]
+
+
+def test_force_exclude_skips_named_paths_that_pyproject_excludes_as_ruff_does(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "pyproject.toml").write_text('[tool.safe-tracectx]\nextend-exclude = ["gen", "tests/*"]\n')
+    named = ["src/a.py", "gen/g.py", "tests/test_a.py", "build/lib/a.py"]
+    assert report(capsys, *named)[1] == sorted(named)  # without it, a named file is checked
+    assert report(capsys, "--force-exclude", *named)[1] == ["src/a.py"]
+    assert report(capsys, "--force-exclude", "--no-force-exclude", *named)[1] == sorted(named)
+    assert report(capsys, "--force-exclude", "gen", "src")[1] == ["src/a.py"]  # a named folder too
+    assert report(capsys, "--force-exclude", "gen/g.py", "tests/test_a.py")[:2] == (ExitStatus.OK, [])
+    (project / "pyproject.toml").write_text('[tool.safe-tracectx]\nexclude = ["gen"]\n')  # replaces the defaults
+    assert report(capsys, "--force-exclude", *named)[1] == ["build/lib/a.py", "src/a.py", "tests/test_a.py"]
+
+
+def test_the_pre_commit_hook_skips_the_files_pyproject_excludes(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pre-commit names every staged file: the hook forces the excludes, so `lint .` and the hook agree."""
+    (project / "pyproject.toml").write_text('[tool.safe-tracectx]\nextend-exclude = ["gen"]\n')
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    program, subcommand, *args = shlex.split(hook["entry"])
+    assert (program, subcommand) == ("safe-tracectx", "lint")
+    staged = ["src/a.py", "gen/g.py", "build/lib/a.py", "tests/test_a.py"]
+    assert report(capsys, *args, *staged)[1] == report(capsys, ".")[1] == ["src/a.py", "tests/test_a.py"]
 
 
 def test_per_file_ignores(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -46,3 +47,13 @@ def test_the_metadata_keeps_thunder_an_extra_and_declares_the_license_file() -> 
     assert project["license"] == "Apache-2.0" and "Apache License" in (ROOT / "LICENSE").read_text()
     stubs = tomllib.loads((ROOT / "stubs" / "pyproject.toml").read_text())["project"]["name"]
     assert f"`{stubs}`" in (ROOT / "README.md").read_text()
+
+
+def test_the_readmes_pre_commit_rev_and_release_tag_are_the_project_version() -> None:
+    """The README's snippets name the tag of this version (``git tag -a v<version>`` at the release), so they
+    cannot drift from ``pyproject.toml``."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    readme = (ROOT / "README.md").read_text()
+    assert re.findall(r"^\s*rev:\s*(\S+)", readme, flags=re.MULTILINE) == [f"v{version}"]  # the pre-commit snippet
+    tags = re.findall(r"git\+https://\S+?\.git@(\S+?)[\"'\s]", readme)
+    assert tags and set(tags) == {f"v{version}"}

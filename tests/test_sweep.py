@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,16 +17,37 @@ from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.hooks import faults
 from safe_tracectx.sweep import count_points, sweep
 
-CASES = Path(__file__).resolve().parent / "sweep_cases"
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "tests" / "sweep_cases"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+def _readme_sample() -> tuple[list[str], str]:
+    """The README's sweep sample: the command's arguments and the output pasted under it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"`safe-tracectx sweep ([^`]+)`\nprints:\n\n```\n(.*?)```", readme, flags=re.DOTALL)
+    assert found is not None, "the README's sweep sample is gone"
+    return found.group(1).split(), found.group(2)
+
+
+def _stable(output: str) -> str:
+    """What is the same in every run of one command: no run time, trace address or installation path."""
+    output = re.sub(r" in [0-9.]+s;", " in Xs;", output)
+    output = re.sub(r"@0x[0-9a-f]+", "@0x", output)
+    output = re.sub(r"\S*/site-packages/", "<site-packages>/", output)
+    return re.sub(r"\S*/tests/sweep_cases/", "tests/sweep_cases/", output)
+
+
 def test_a_leaky_transform_is_found_with_the_line_of_its_set(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The README's sample command, whose output is the README's sample."""
     data = tmp_path / "sweep.json"
-    status = main(["sweep", "--in-pass", "Leaky", "--json", str(data), str(CASES / "leaky_transform.py")])
+    argv, sample = _readme_sample()
+    monkeypatch.chdir(ROOT)
+    status = main(["sweep", "--json", str(data), *argv])
     out, err = capsys.readouterr()
+    assert _stable(out) == _stable(sample)
     assert status == ExitStatus.SWEEP_FINDINGS
     assert "leaks: 2" in out and "leaky_transform.py:21 in LeakyTransform.transform_trace_post_optimization was never reset" in out
     assert "a trace was left active" in out and "sweep [" in err

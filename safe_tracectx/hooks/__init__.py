@@ -7,6 +7,8 @@
 - ``compilation``: one compilation: its forward/backward pair, its steps, and the culprit of a violation;
 - ``steps``: the TraceCtx methods hooked: steps as they make traces, and every trace about to run;
 - ``audited``: ``audited_pass``, for passes Thunder does not call through a Transform;
+- ``thunderfx``: the ThunderFX splitter as a pass, its support checks a phase;
+- ``fx_splits``: what the splitter made of each FX graph, and which split module a compilation compiles;
 - ``faults``: the injection points of ``safe-tracectx sweep``;
 - ``patching``: what is replaced where, put in place and back;
 - ``installer``: installations (``install``, ``uninstall``, ``installed``, ``audit``) as a stack.

@@ -57,6 +57,13 @@ def _given(value: object) -> str:
     return f"{type(value).__name__} ({value!r:.60})"
 
 
+#: The kinds of Thunder's own passes that a pass of the user's cannot be.
+_RESERVED_KINDS: Final = {
+    "tracing": "the interpretation of a thunder.jit compile, which starts a compilation",
+    "thunderfx": "the ThunderFX splitter's (torch.compile with Thunder as its backend)",
+}
+
+
 def _check_arguments(label: object, inputs: object, kind: object, role: object, pair: object) -> tuple[Any, ...]:
     """The arguments of ``audited_pass``, checked: a TypeError or ValueError naming the one that is wrong."""
     if not isinstance(label, str) or not label.strip():
@@ -68,10 +75,9 @@ def _check_arguments(label: object, inputs: object, kind: object, role: object, 
             )
         raise TypeError(f"audited_pass() takes its label as a non-empty str, got {_given(label)}")
     where = f"audited_pass({label!r})"
-    if kind == "tracing":
+    if isinstance(kind, str) and kind in _RESERVED_KINDS:
         raise ValueError(
-            f"{where}: kind='tracing' is the interpretation of a thunder.jit compile, which starts a compilation; "
-            f"a pass of yours is one of: {', '.join(USER_KINDS)}"
+            f"{where}: kind={kind!r} is {_RESERVED_KINDS[kind]}; a pass of yours is one of: {', '.join(USER_KINDS)}"
         )
     if not isinstance(kind, str) or kind not in USER_KINDS:
         raise ValueError(f"{where}: kind={kind!r:.60} is not a kind of pass; use one of: {', '.join(USER_KINDS)}")

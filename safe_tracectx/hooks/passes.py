@@ -24,10 +24,13 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
+from safe_tracectx import events
 from safe_tracectx.hooks.runs import current_run, run_pass
 from safe_tracectx.pass_catalog import FUSION_METHODS, PASSES, TRANSFORM_METHODS, PassSpec, phase_label
 
-__all__ = ["PASSES", "PassSpec", "hook_classes", "hooked_classes", "phase_label", "unhook_classes", "wrap_pass"]
+__all__ = [
+    "PASSES", "PassSpec", "hook_classes", "hooked_classes", "phase_label", "unhook_classes", "wrap_pass", "wrap_phase",
+]
 
 
 def wrap_pass(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,6 +45,22 @@ def wrap_pass(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., Any
 
     audited_pass.__safe_tracectx_pass__ = spec  # type: ignore[attr-defined]
     return audited_pass
+
+
+def wrap_phase(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` as a phase of the pass that calls it: the proxies it makes are reported under ``spec.label``
+    (the pass running still counts them as its own), with no run of its own."""
+
+    @functools.wraps(original)
+    def in_phase(*args: Any, **kwargs: Any) -> Any:
+        token = events.current_pass.set(spec.label)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            events.current_pass.reset(token)
+
+    in_phase.__safe_tracectx_pass__ = spec  # type: ignore[attr-defined]
+    return in_phase
 
 
 #: (class, method name, original attribute) for each method hooked, in order.

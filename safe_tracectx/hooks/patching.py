@@ -23,14 +23,23 @@ import thunder.core.trace as thunder_trace
 from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.runs import DECLARED
-from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass
+from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass, wrap_phase
+from safe_tracectx.hooks.thunderfx import wrap_splitter
 from safe_tracectx.hooks.steps import hook_methods, make_interpreter_hook, unhook_methods
-from safe_tracectx.pass_catalog import PASSES, PassSpec
+from safe_tracectx.pass_catalog import PASSES, HookKind, PassSpec
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
 
 #: Modules that import ``rematerialize`` by name; imported before patching so they are rebound too.
 _IMPORTERS: Final = ("thunder.executors.torch_compile", "thunder.executors.nvfuserex_impl")
+
+
+#: How each kind of hook wraps a catalogued function (``PassSpec.hook``).
+_WRAPPERS: Final[dict[HookKind, Callable[[PassSpec, Callable[..., Any]], Callable[..., Any]]]] = {
+    "pass": wrap_pass,
+    "splitter": wrap_splitter,
+    "phase": wrap_phase,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +87,7 @@ def _importers() -> None:
 def _find_pass(spec: PassSpec) -> Callable[..., Any] | None:
     try:
         module = importlib.import_module(spec.module)
-    except ImportError:
+    except Exception:  # noqa: BLE001 - not in this version, or it fails to import here (thunder.dynamo's torch)
         return None
     found: Callable[..., Any] | None = getattr(module, spec.attribute, None)
     return found
@@ -126,7 +135,7 @@ def plan() -> list[Patch]:
     for spec in PASSES:
         original = _find_pass(spec)
         if original is not None:
-            patches.append(Patch(spec.attribute, original, wrap_pass(spec, original)))
+            patches.append(Patch(spec.attribute, original, _WRAPPERS[spec.hook](spec, original)))
     import thunder.core.trace_interpreter as interpreter
 
     for name in ("interpret_trace", "interpret_trace_to_trace"):

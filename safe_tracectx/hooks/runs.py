@@ -32,7 +32,7 @@ from safe_tracectx.callsite import find_call_site
 from safe_tracectx.checks import Violation, check_handover, generatable, region_name_clashes
 from safe_tracectx.fingerprint import fingerprint
 from safe_tracectx.hooks import compilation as compilations
-from safe_tracectx.hooks import faults
+from safe_tracectx.hooks import faults, fx_splits
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
 from safe_tracectx.labels import describe_trace
@@ -50,8 +50,8 @@ class PassRun:
     """A pass while it runs: label, kind, role, inputs; proxies made directly in it and the traces that named them."""
 
     __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only",
-                 "compilation", "parent", "unique_region_names", "unregistered", "_started", "_tokens", "_entry",
-                 "_first_step", "_symbols")
+                 "compilation", "parent", "unique_region_names", "unregistered", "thunderfx", "_started", "_tokens",
+                 "_entry", "_first_step", "_symbols")
 
     def __init__(
         self, label: str, qualname: str, kind: str, inputs: Iterable[Any] = (), *, role: str | None = None,
@@ -63,7 +63,11 @@ class PassRun:
         #: Report the run only if it read or returned a trace or made a proxy (the state-dict hooks).
         self.traced_only = traced_only
         self.label, self.qualname, self.kind, self.pair, self.owner = label, qualname, kind, pair, owner
-        self.inputs = [t for value in inputs for t in traces_in(value)]
+        values = tuple(inputs)
+        self.inputs = [t for value in values for t in traces_in(value)]
+        #: ThunderFX: the FX graph and split module a compilation interprets (its function is the first input),
+        #: or the split the splitter made (``hooks.fx_splits``); None elsewhere.
+        self.thunderfx = fx_splits.compiled_by(values[0]) if starts_compilation and values else None
         compilation = compilations.start(frame=sys._getframe()) if starts_compilation else compilations.current()
         if compilation is not None and not starts_compilation and not any(compilation.owns(t) for t in self.inputs):
             compilation = None  # a pass outside the compilation running in this context
@@ -319,6 +323,7 @@ def _finish(
             proxies=run.proxies,
             violations=[str(v) for v, _ in found],
             fingerprints=[fingerprint(t) for t in outputs],
+            thunderfx=run.thunderfx,
         )
     report_all(errors)
 

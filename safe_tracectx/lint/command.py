@@ -34,7 +34,7 @@ from typing import NoReturn
 
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.lint.config import Settings, load_settings, parse_per_file_ignores
-from safe_tracectx.lint.files import DEFAULT_EXCLUDE
+from safe_tracectx.lint.files import DEFAULT_EXCLUDE, not_excluded
 from safe_tracectx.lint.formatters import FORMATTERS, with_statistics, write_report
 from safe_tracectx.lint.rules import AUDIT_CODES, RULES, explain
 from safe_tracectx.lint.runner import (
@@ -88,6 +88,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     files = parser.add_argument_group("files")
     files.add_argument("--exclude", metavar="GLOBS", help="comma-separated globs to skip, replacing the defaults")
     files.add_argument("--extend-exclude", metavar="GLOBS", help="comma-separated globs to skip, added to the defaults")
+    files.add_argument(
+        "--force-exclude",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="apply the excludes to the files and folders named on the command line too, as ruff does "
+        "(on in the pre-commit hook, which names every staged file; standard input is always read)",
+    )
     files.add_argument("--stdin-filename", metavar="NAME", help="the name to report (and match globs) for - (standard input)")
     files.add_argument("--isolated", action="store_true", help="ignore [tool.safe-tracectx] in pyproject.toml")
     output = parser.add_argument_group("output")
@@ -174,6 +181,8 @@ def _run(args: argparse.Namespace) -> int:
     paths = list(args.paths) or (["-"] if args.stdin_filename else ["."])
     if paths.count("-") > 1:
         raise UsageError("- (standard input) can be given once")
+    if args.force_exclude:
+        paths = not_excluded(paths, exclude, root=root)
     unwritable = False
     if args.fix or args.diff:
         from safe_tracectx.lint.fixcommand import run_fix

@@ -32,7 +32,8 @@ cat f.py | safe-tracectx lint - --stdin-filename src/f.py
 | 130 (`ExitStatus.INTERRUPTED`) | Ctrl-C |
 
 **Files.** Each regular `.py` file under the given folders is read; a file named on the command line is
-always read. Folders and files matching an exclude glob are not walked: by default {excludes}.
+read even if excluded, unless `--force-exclude` (as ruff's; on in the pre-commit hook) applies the excludes
+to named files and folders too. Folders and files matching an exclude glob are not walked: by default {excludes}.
 `--exclude` replaces these, `--extend-exclude` adds to them. A glob without `/` matches any name below the
 given folder; one with `/` matches the path relative to the `pyproject.toml` folder (or the current one).
 What is not a regular file (a FIFO, a socket, a broken symbolic link) is skipped with a message on

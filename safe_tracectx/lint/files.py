@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-__all__ = ["DEFAULT_EXCLUDE", "Discovery", "Skip", "discover", "matches", "relative_posix"]
+__all__ = ["DEFAULT_EXCLUDE", "Discovery", "Skip", "discover", "matches", "not_excluded", "relative_posix"]
 
 #: Folders and files never walked into unless ``exclude`` is replaced (``extend-exclude`` adds to these).
 DEFAULT_EXCLUDE: Final[tuple[str, ...]] = (
@@ -77,6 +77,16 @@ def matches(relative: str, patterns: Iterable[str], *, below: str | None = None)
     return False
 
 
+def not_excluded(paths: Sequence[str], exclude: Sequence[str], *, root: Path | None = None) -> list[str]:
+    """``--force-exclude``: the paths named on the command line that ``exclude`` does not match, as ruff's (a
+    named ``build/x.py`` is skipped as one found by walking would be; ``-``, standard input, is always kept).
+
+        >>> not_excluded(["build/x.py", "src/y.py", "-"], ("build",))
+        ['src/y.py', '-']
+    """
+    return [path for path in paths if path == "-" or not matches(relative_posix(path, root), exclude)]
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
@@ -103,7 +113,7 @@ def _regular(path: Path, found: Discovery) -> bool:
 
 def discover(paths: Sequence[str], *, exclude: Sequence[str] = DEFAULT_EXCLUDE, root: Path | None = None) -> Discovery:
     """The ``.py`` files under ``paths``. A named file is always read (if regular); ``exclude``
-    applies to what is found by walking a folder. A path that does not exist raises FileNotFoundError.
+    applies to what is found by walking a folder (``not_excluded`` first applies it to the names too). A path that does not exist raises FileNotFoundError.
 
         >>> discover(["no/such/dir"])
         Traceback (most recent call last):
