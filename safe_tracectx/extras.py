@@ -2,7 +2,7 @@
 
 The linter needs nothing; the managers, hooks, checks, audit runs and the pytest
 plugin's modes need Lightning Thunder (0.2.1 to main) and torch
-(``pip install "safe-tracectx[thunder]"``); an older Thunder, or one that does
+(the ``thunder`` extra); an older Thunder, or one that does
 not import, is refused with :class:`UnsupportedThunderError` naming what was found::
 
     >>> from safe_tracectx.extras import require_thunder
@@ -17,7 +17,8 @@ import re
 
 __all__ = ["SUPPORTED_THUNDER", "MissingExtraError", "UnsupportedThunderError", "require_thunder"]
 
-THUNDER_EXTRA = 'pip install "safe-tracectx[thunder]"'
+#: The packages of the ``thunder`` extra, by their own names (safe-tracectx itself is not on the index).
+THUNDER_EXTRA = "pip install 'lightning-thunder>=0.2.1,<0.3' 'torch>=2.7.1,<2.13'"
 #: The lightning-thunder releases the run-time parts support (development versions between them included).
 SUPPORTED_THUNDER = "lightning-thunder 0.2.1 to main"
 #: The oldest Thunder the hooks can work with: the 0.2.0 development line (Oct 2024 on, what the history

@@ -238,9 +238,9 @@ def test_no_extras_with_pytest_only(wheel: Path, tmp_path: Path) -> None:
     assert importable["pytest"] and not importable["torch"] and not importable["thunder"]
     _check_plain_pytest(venv, tests=1)
     run = venv.run("pytest", "--safe-tracectx=strict", status=pytest.ExitCode.USAGE_ERROR)
-    assert 'pip install "safe-tracectx[thunder]"' in run.stderr and "INTERNALERROR" not in run.stderr + run.stdout
+    assert "pip install 'lightning-thunder>=0.2.1,<0.3'" in run.stderr and "INTERNALERROR" not in run.stderr + run.stdout
     run = venv.run("python", "-c", "import safe_tracectx; safe_tracectx.tracectx", status=1)
-    assert "MissingExtraError" in run.stderr and 'pip install "safe-tracectx[thunder]"' in run.stderr
+    assert "MissingExtraError" in run.stderr and "pip install 'lightning-thunder>=0.2.1,<0.3'" in run.stderr
     _check_linters(venv, wheel)
 
 

@@ -55,7 +55,7 @@ extend-exclude = ["generated"]       # adds to them
 per-file-ignores = {{ "tests/*" = ["STC001"] }}
 ```
 
-**Fixing.** `--fix` rewrites the files (libcst: `pip install 'safe-tracectx[fix]'`), `--diff` prints the
+**Fixing.** `--fix` rewrites the files (libcst: `pip install 'libcst>=1.1'`), `--diff` prints the
 same edits as a unified diff and changes nothing (exit 1 when there is something to fix). STC001 and
 STC003: the statements from the set to its one reset in the same block go into `try:`, the reset into
 `finally:`. STC002: a set that opens a `try` whose `finally` resets it moves to the line before `try:`.

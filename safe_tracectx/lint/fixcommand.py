@@ -99,7 +99,7 @@ def run_fix(
     try:
         import libcst  # noqa: F401
     except ImportError:
-        _say(f"{PROG}: error: --fix and --diff need libcst: pip install 'safe-tracectx[fix]'")
+        _say(f"{PROG}: error: --fix and --diff need libcst: pip install 'libcst>=1.1'")
         return FixOutcome(ExitStatus.USAGE_ERROR)
     files_given = [p for p in paths if p != "-"]
     try:
