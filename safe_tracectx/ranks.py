@@ -101,6 +101,14 @@ def rank_summary(document: Mapping[str, Any], info: RankInfo | None, data_file: 
         f"[safe-tracectx] {who}{counts.get('proxy_created', 0)} proxies, {len(runs)} pass runs, "
         f"{len(document.get('violations', []))} violations, {len(document.get('leaked_sets', []))} sets never reset"
     ]
+    children: Mapping[str, Any] | None = document.get("child_processes")
+    if children is not None:
+        audited = children["audited"]
+        leaked = sum(len(member["audit"].get("leaked_sets", [])) for member in audited)
+        lines[0] += (
+            f"; child processes: {len(audited)} audited ({leaked} sets never reset), "
+            f"{children['not_audited']} not audited"
+        )
     if data_file is not None:
         lines.append(f"[safe-tracectx] {who}data written to {data_file} (safe-tracectx combine, then report)")
     return "\n".join(lines)

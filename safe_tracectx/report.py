@@ -104,13 +104,51 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
     ]
     for entry in leaked:
         out.append(f"  never reset: set_tracectx({entry['trace']}) at {site_text(entry['site'])} [{entry['thread']}]")
+    children: dict[str, Any] | None = document.get("child_processes")
+    audited: list[dict[str, Any]] = [] if children is None else children["audited"]
+    if children is not None:
+        in_children = sum(len(member["audit"]["leaked_sets"]) for member in audited)
+        line = f"  child processes: never reset {in_children} in {len(audited)} audited ({len(leaked) + in_children} in all)"
+        if children["not_audited"]:
+            line += f"; {_not_audited(children['not_audited'])}"
+        out.append(line)
 
     violations: list[dict[str, Any]] = document["violations"]
-    out += ["", f"Violations ({len(violations)})"]
+    in_children = sum(len(member["audit"]["violations"]) for member in audited)
+    out += ["", f"Violations ({len(violations)}" + (f"; {in_children} in child processes)" if children else ")")]
     for violation in violations:
         out.append(f"  [{violation['error']}, {violation['action']}] {violation['message']}")
         out.append(f"      at {site_text(violation['site'])}")
         out.append(f"      fix: {violation['fix']}")
     if not violations:
         out.append("  (none)")
+    if children is not None:
+        out += _child_lines(children)
     return "\n".join(out)
+
+
+def _not_audited(count: int) -> str:
+    return f"{count} child process{' was' if count == 1 else 'es were'} not audited"
+
+
+def _child_lines(children: dict[str, Any]) -> list[str]:
+    """Each child process's counts, sets never reset and violations; and how many were not audited."""
+    audited: list[dict[str, Any]] = children["audited"]
+    out = ["", f"Child processes ({len(audited)} audited, {children['not_audited']} not audited)"]
+    for member in audited:
+        audit = member["audit"]
+        counts = audit["counts"]
+        out.append(
+            f"  {member['name']}: proxies {counts.get('proxy_created', 0)}, sets {counts.get('trace_set', 0)}, "
+            f"never reset {len(audit['leaked_sets'])}, violations {len(audit['violations'])}"
+        )
+        for entry in audit["leaked_sets"]:
+            out.append(f"    never reset: set_tracectx({entry['trace']}) at {site_text(entry['site'])} [{entry['thread']}]")
+        for violation in audit["violations"]:
+            out.append(f"    [{violation['error']}, {violation['action']}] {violation['message']}")
+    if children["not_audited"]:
+        out.append(
+            f"  {_not_audited(children['not_audited'])}: each ended without writing its data (killed, os._exit "
+            "in its own code, or still running when the program ended); their leaks are not in this report"
+        )
+    return out

@@ -22,7 +22,7 @@ import sys
 import types
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, chosen_policy, usage_error
 from safe_tracectx.policy import Policy
@@ -112,6 +112,7 @@ def run_audited(
     ``torch.distributed`` launch each rank writes its own data file and prints
     a short summary (``cli.outputs.finish_run``).
     """
+    from safe_tracectx.children import ChildAuditing
     from safe_tracectx.cli.outputs import finish_run
     from safe_tracectx.errors import TraceContextError
     from safe_tracectx.hooks import begin
@@ -130,12 +131,14 @@ def run_audited(
     assert log is not None
     status = 0
     recorder = JitRecorder()
+    children = ChildAuditing(installation.policy)
     try:
-        with recorder:
+        with recorder, children:
             body()
     except SystemExit as exit_:
         status = _exit_status(exit_.code)
     except NoSuchModule:
+        children.collect()  # removes its folder
         raise  # a usage error, no report: nothing of the program ran
     except KeyboardInterrupt as interrupt:
         _print_program_error(interrupt)
@@ -153,12 +156,19 @@ def run_audited(
     document = log.to_dict()
     with log.stopped():
         document["jit_traces"] = recorder.runs()
+    document.update(children.collect())
     finish_run(
         document, info=info, json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
     )
-    if fail_on_violation and log.violations and status == 0:
+    if fail_on_violation and status == 0 and (log.violations or _child_violations(document)):
         status = ExitStatus.VIOLATIONS
     return status
+
+
+def _child_violations(document: dict[str, Any]) -> int:
+    """Violations (a set never reset is one) of the audited child processes."""
+    children = document.get("child_processes", {})
+    return sum(len(member["audit"].get("violations", [])) for member in children.get("audited", []))
 
 
 def _run_path(absolute: str) -> None:

@@ -14,7 +14,7 @@ import functools
 import importlib
 import sys
 from collections.abc import Callable, Iterable
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any, Final
 
 import thunder.core.proxies as thunder_proxies
@@ -93,8 +93,28 @@ def _find_pass(spec: PassSpec) -> Callable[..., Any] | None:
     return found
 
 
-def _modules() -> list[ModuleType]:
-    return list(sys.modules.copy().values())  # a copy: finalizers may import meanwhile
+class _Namespace:
+    """A namespace no module holds, seen as one (its ``__dict__`` is that namespace)."""
+
+
+def _script_globals() -> list[Any]:
+    """The globals of the main script's functions where they are not ``__main__``'s own: multiprocessing's spawn
+    runs the script in a module it then copies into ``__mp_main__``, so its functions read a namespace no module
+    holds (a worker's ``set_tracectx`` would stay unhooked)."""
+    found: dict[int, Any] = {}
+    for module in {id(m): m for m in (sys.modules.get("__main__"), sys.modules.get("__mp_main__")) if m}.values():
+        for value in list(vars(module).values()):
+            if isinstance(value, FunctionType) and value.__module__ == module.__name__:
+                namespace = value.__globals__
+                if namespace is not vars(module) and id(namespace) not in found:
+                    found[id(namespace)] = holder = _Namespace()
+                    holder.__dict__ = namespace
+    return list(found.values())
+
+
+def _modules() -> list[Any]:
+    """Every module (a copy of the list: finalizers may import meanwhile), and the main script's hidden globals."""
+    return [*sys.modules.copy().values(), *_script_globals()]
 
 
 def _rebind(swaps: dict[int, tuple[Any, Any]], modules: Iterable[ModuleType]) -> None:
