@@ -37,7 +37,8 @@ _SUB_PHASES: Final = {label: spec.kind for spec in PASSES for _, label in spec.p
 #: Sub-phases whose work is all on one side of the pair.
 _SUB_PHASE_ROLES: Final = {"backward recompute": "backward"}
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
-PASS_RUN_KEYS: Final = ("label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints")
+PASS_RUN_KEYS: Final = ("label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints",
+                        "output_ids", "input_ids", "input_fingerprints")
 
 
 def _site_text(site: CallSite | None) -> str:
@@ -74,7 +75,8 @@ class AuditLog:
         self.proxies_by_pass: collections.Counter[str] = collections.Counter()
         self.passes: dict[str, dict[str, Any]] = {}
         #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
-        #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.fingerprint``).
+        #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.fingerprint``), and what it
+        #: was given: ``output_ids``, ``input_ids``, ``input_fingerprints`` (``safe_tracectx.hooks.trace_states``).
         self.pass_runs: list[dict[str, Any]] = []
         self.violations: list[Event] = []
         self.traceless_by_site: collections.Counter[CallSite | None] = collections.Counter()
