@@ -43,6 +43,7 @@ _SUB_PHASE_ROLES: Final = {"backward recompute": "backward"}
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
 PASS_RUN_KEYS: Final = (
     "label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints", "thunderfx",
+    "output_ids", "input_ids", "input_fingerprints",
 )
 
 
@@ -81,7 +82,8 @@ class AuditLog:
         self.passes: dict[str, dict[str, Any]] = {}
         #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
         #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.fingerprint``),
-        #: ``thunderfx`` (the ThunderFX split of a compilation or of the splitter's run, else None).
+        #: ``thunderfx`` (the ThunderFX split of a compilation or of the splitter's run, else None), and what
+        #: it was given: ``output_ids``, ``input_ids``, ``input_fingerprints`` (``safe_tracectx.hooks.trace_states``).
         self.pass_runs: list[dict[str, Any]] = []
         self.violations: list[Event] = []
         self.traceless_by_site: collections.Counter[CallSite | None] = collections.Counter()

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NamedTuple
 
-__all__ = ["CallSite", "display_path", "find_call_site", "find_frame", "thunder_root"]
+__all__ = ["CallSite", "display_path", "find_call_site", "find_frame", "thunder_root", "user_definition"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _ALWAYS_SKIPPED = frozenset({contextlib.__file__})
@@ -117,3 +117,17 @@ def find_call_site(*, skip_thunder: bool = False, frame: FrameType | None = None
             return CallSite(code.co_filename, f.f_lineno, code.co_qualname)
         f = f.f_back
     return None
+
+
+def user_definition(function: object) -> CallSite | None:
+    """Where ``function`` is defined (its ``def`` line), if that is the user's code: not Thunder's, not this package's."""
+    for _ in range(8):  # through functools.wraps wrappers and bound methods
+        inner = getattr(function, "__wrapped__", None) or getattr(function, "__func__", None)
+        if inner is None:
+            break
+        function = inner
+    code = getattr(function, "__code__", None)
+    filename = getattr(code, "co_filename", None)
+    if code is None or not isinstance(filename, str) or filename.startswith("<") or _skipped(filename, skip_thunder=True):
+        return None
+    return CallSite(filename, code.co_firstlineno, code.co_qualname)

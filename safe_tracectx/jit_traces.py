@@ -11,7 +11,9 @@ bound symbol, ``[symbol name, [output proxy names], [shapes or None], [dtypes or
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -30,14 +32,22 @@ def _provenance(trace: Any) -> tuple[str, float]:
     return _TOOK.sub("", text).strip() or "(unnamed pass)", (int(took.group(1)) / 1000 if took else 0.0)
 
 
-def _runs_of(traces: list[Any], role: str, function: str) -> list[dict[str, Any]]:
+def _runs_of(traces: list[Any], role: str, function: str, numbers: Iterator[int]) -> list[dict[str, Any]]:
+    """Thunder keeps each trace made from the one before it: that one is its input (the first forward trace is
+    made from the Python function; the first backward's input, the joint trace, is not kept)."""
     runs: list[dict[str, Any]] = []
+    previous_id: int | None = None
     previous: set[str] = set()
     previous_print: list[list[Any]] | None = None
     for trace in traces:
         label, seconds = _provenance(trace)
         fingerprint = trace_fingerprint(trace)
         names = {name for row in fingerprint for name in row[1]}
+        number = next(numbers)
+        if previous_id is not None:
+            given: list[int | None] = [previous_id]
+        else:
+            given = [] if role == "forward" else [None]
         runs.append(
             {
                 "label": f"{role}: {label}",
@@ -49,9 +59,12 @@ def _runs_of(traces: list[Any], role: str, function: str) -> list[dict[str, Any]
                 "proxies": len(names - previous),
                 "violations": [],
                 "fingerprints": [fingerprint],
+                "output_ids": [number],
+                "input_ids": given,
+                "input_fingerprints": {},
             }
         )
-        previous, previous_print = names, fingerprint
+        previous, previous_print, previous_id = names, fingerprint, number
     return runs
 
 
@@ -60,12 +73,13 @@ def jit_trace_runs(functions: list[Any]) -> list[dict[str, Any]]:
     import thunder
 
     runs: list[dict[str, Any]] = []
+    numbers = itertools.count(1)
     for function in functions:
         name = getattr(function, "__qualname__", None) or type(function).__qualname__
         for role, getter in (("forward", thunder.last_traces), ("backward", thunder.last_backward_traces)):
             try:
                 traces = list(getter(function) or [])
-                runs += _runs_of([t for t in traces if hasattr(t, "bound_symbols")], role, name)
+                runs += _runs_of([t for t in traces if hasattr(t, "bound_symbols")], role, name, numbers)
             except Exception:  # noqa: BLE001 - never called, not a Thunder function any more, or a trace we cannot read
                 continue
     return runs

@@ -4,6 +4,7 @@
 - ``naming``: the proxy-naming hook (``Policy.missing_trace``);
 - ``passes``: the pass wrappers, functions and the methods of Transform and FusionExecutor classes;
 - ``runs``: one pass run (timing, proxies, validation, fingerprints, the ``pass_run`` event);
+- ``trace_states``: which trace a pass run was given (a number per trace state a recorded run returned);
 - ``compilation``: one compilation: its forward/backward pair, its steps, and the culprit of a violation;
 - ``steps``: the TraceCtx methods hooked: steps as they make traces, and every trace about to run;
 - ``audited``: ``audited_pass``, for passes Thunder does not call through a Transform;

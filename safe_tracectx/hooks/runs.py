@@ -28,11 +28,11 @@ from typing import Any, Final
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx import events
-from safe_tracectx.callsite import find_call_site
+from safe_tracectx.callsite import CallSite, find_call_site, user_definition
 from safe_tracectx.checks import Violation, check_handover, generatable, region_name_clashes
 from safe_tracectx.fingerprint import fingerprint
 from safe_tracectx.hooks import compilation as compilations
-from safe_tracectx.hooks import faults, fx_splits
+from safe_tracectx.hooks import faults, fx_splits, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
 from safe_tracectx.labels import describe_trace
@@ -50,14 +50,16 @@ class PassRun:
     """A pass while it runs: label, kind, role, inputs; proxies made directly in it and the traces that named them."""
 
     __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only",
-                 "compilation", "parent", "unique_region_names", "unregistered", "thunderfx", "_started", "_tokens",
-                 "_entry", "_first_step", "_symbols")
+                 "compilation", "parent", "unique_region_names", "unregistered", "thunderfx", "defined_at", "_started",
+                 "_tokens", "_entry", "_first_step", "_symbols", "_given")
 
     def __init__(
         self, label: str, qualname: str, kind: str, inputs: Iterable[Any] = (), *, role: str | None = None,
         pair: bool = False, owner: object = None, traced_only: bool = False, starts_compilation: bool = False,
-        unique_region_names: bool = False,
+        unique_region_names: bool = False, defined_at: CallSite | None = None,
     ) -> None:
+        #: Where the pass's function is defined, when that is the user's code: the site of what it is charged with.
+        self.defined_at = defined_at
         #: Its inputs must not compute one name in two fusion regions (rematerialization).
         self.unique_region_names = unique_region_names
         #: Report the run only if it read or returned a trace or made a proxy (the state-dict hooks).
@@ -90,6 +92,9 @@ class PassRun:
         self._first_step = 0
         #: The bound symbols of each input at entry (by identity): an input changed in place is an output.
         self._symbols: list[tuple[int, ...]] = []
+        #: What it was given, for the ``pass_run`` event: per input the number of its state, and the fingerprints
+        #: of those no recorded pass run returned (``trace_states``); None when no audit was listening.
+        self._given: tuple[list[int], dict[str, list[list[Any]]]] | None = None
 
     def enter(self) -> PassRun:
         """The pass begins: an injection point, then it is the current pass."""
@@ -98,6 +103,8 @@ class PassRun:
         self._tokens = (events.current_pass.set(self.label), current_run.set(self))
         if faults.injector is not None:
             self._entry = [fingerprint(t) for t in self.inputs]
+        if events.sinks:
+            self._given = trace_states.inputs_given(self.inputs)
         if self.compilation is not None:
             self._first_step = len(self.compilation.steps)
             self._symbols = [tuple(map(id, t.bound_symbols)) for t in self.inputs]
@@ -149,7 +156,7 @@ def _check_preconditions(run: PassRun) -> None:
         return
     if not found:
         return
-    site = find_call_site()
+    site = run.defined_at or find_call_site()
     errors = []
     for violation, trace in found:
         if run.compilation is not None:
@@ -170,6 +177,7 @@ def run_pass(
     run = PassRun(
         label, qualname, kind, inputs, role=role, pair=pair, owner=owner, traced_only=traced_only,
         starts_compilation=starts_compilation, unique_region_names=unique_region_names,
+        defined_at=user_definition(original),
     ).enter()
     try:
         result = original(*args, **kwargs)
@@ -306,9 +314,10 @@ def _finish(
             compilation.add(trace)
     site = find_call_site() if found or events.sinks else None
     found = [(v, t) for v, t in found if not switched_off(v.kind)]  # no finding, not even in the run's record
-    errors = [run_error(run, v, t, site, verb="read" if t in run.inputs and t not in outputs else "produced")
+    errors = [run_error(run, v, t, run.defined_at or site, verb="read" if t in run.inputs and t not in outputs else "produced")
               for v, t in found]
     if events.sinks:
+        input_ids, input_fingerprints = run._given if run._given is not None else (None, None)
         events.emit(
             "pass_run",
             trace=outputs[-1] if outputs else None,
@@ -324,6 +333,9 @@ def _finish(
             violations=[str(v) for v, _ in found],
             fingerprints=[fingerprint(t) for t in outputs],
             thunderfx=run.thunderfx,
+            output_ids=[trace_states.returned(t) for t in outputs],
+            input_ids=input_ids,
+            input_fingerprints=input_fingerprints,
         )
     report_all(errors)
 

@@ -3,17 +3,22 @@
 ``write_html(document, folder)`` takes an audit document (``run --json``, a
 rank's data file) or a combined one (``safe-tracectx combine``) and writes
 ``index.html`` (overview: ranks, passes with time and proxies, violations,
-divergence), one page per pass run (its output traces, input beside output,
-the proxies it created linked to their call site), ``sites.html`` and ``style.css``.
+divergence), one page per pass run (its output traces beside the traces it was
+given, the proxies it created linked to their call site), ``sites.html`` and
+``style.css``. Written into a folder again, it removes the pages it wrote there
+before (listed in ``.safe-tracectx-html.json``), and only those.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from safe_tracectx.html_report.model import build
 from safe_tracectx.html_report.overview import render_index, render_sites
+from safe_tracectx.html_report.owned_files import owned, record_owned, remove_stale
 from safe_tracectx.html_report.page import STYLE
 from safe_tracectx.html_report.traces import render_pass
 
@@ -25,9 +30,14 @@ def write_html(document: dict[str, Any], folder: str | Path) -> Path:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     report = build(document)
-    (out / "style.css").write_text(STYLE, encoding="utf-8")
-    (out / "index.html").write_text(render_index(report), encoding="utf-8")
-    (out / "sites.html").write_text(render_sites(report), encoding="utf-8")
+    before = owned(out)
+    pages: dict[str, Callable[[], str]] = {
+        "style.css": lambda: STYLE, "index.html": lambda: render_index(report), "sites.html": lambda: render_sites(report)
+    }
     for key in report.keys:
-        (out / report.page_of(key)).write_text(render_pass(report, key), encoding="utf-8")
+        pages[report.page_of(key)] = functools.partial(render_pass, report, key)
+    for name, render in pages.items():
+        (out / name).write_text(render(), encoding="utf-8")
+    remove_stale(out, before, list(pages))  # an earlier, bigger run's pages, never another file
+    record_owned(out, list(pages))
     return out / "index.html"

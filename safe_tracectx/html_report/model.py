@@ -1,4 +1,5 @@
-"""The HTML report's model: members, pass keys with each member's run, the run before each, call sites."""
+"""The HTML report's model: members, pass keys with each member's run, what each run was given, call sites,
+and the violations (each once)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,34 @@ import dataclasses
 from typing import Any
 
 from safe_tracectx.combine import COMBINED_SCHEMA, combine, member_document, pass_runs
+from safe_tracectx.html_report.inputs import Given, inputs_of
+from safe_tracectx.html_report.violation_list import Listed, listed
 
-__all__ = ["Report", "build"]
+__all__ = ["Given", "Listed", "Report", "build"]
+
+Key = tuple[str, int]
 
 
 @dataclasses.dataclass
 class Report:
-    """What the pages are made from: the members, each pass key's runs, and the call sites."""
+    """What the pages are made from: the members, each pass key's runs, the call sites and the violations."""
 
     members: list[dict[str, Any]]
     divergences: list[dict[str, Any]]
     world_size: int | None
     #: (label, occurrence) in order of first appearance; the runs of each member under that key (or None).
-    keys: list[tuple[str, int]]
-    runs: dict[tuple[str, int], list[dict[str, Any] | None]]
-    #: per member: the run before each run in its own order (its input, if any)
-    previous: list[dict[int, dict[str, Any]]]
+    keys: list[Key]
+    runs: dict[Key, list[dict[str, Any] | None]]
+    #: id(run) -> its pass key (to link a run's input to the page of the run that returned it).
+    key_of: dict[int, Key]
+    #: per member: id(run) -> the traces it was given (None: the data file does not record them)
+    inputs: list[dict[int, list[Given] | None]]
     #: call sites in order of first use, and per member and proxy name, the index of its creating site
     sites: list[dict[str, Any]]
     creators: list[dict[tuple[str, str], int]]
+    violations: list[Listed]
 
-    def page_of(self, key: tuple[str, int]) -> str:
+    def page_of(self, key: Key) -> str:
         """The file name of a pass key's page."""
         return f"pass-{self.keys.index(key) + 1:03d}.html"
 
@@ -47,14 +55,14 @@ def build(document: dict[str, Any]) -> Report:
         combined = combine([member_document(document, "this run")])
         combined["members"][0]["name"] = "this run" if "rank" not in document else combined["members"][0]["name"]
     members: list[dict[str, Any]] = combined["members"]
-    keys: list[tuple[str, int]] = []
-    runs: dict[tuple[str, int], list[dict[str, Any] | None]] = {}
-    previous: list[dict[int, dict[str, Any]]] = []
+    keys: list[Key] = []
+    runs: dict[Key, list[dict[str, Any] | None]] = {}
+    key_of: dict[int, Key] = {}
+    member_runs: list[list[dict[str, Any]]] = []
     for position, member in enumerate(members):
         seen: dict[str, int] = {}
-        before: dict[int, dict[str, Any]] = {}
-        last_of_role: dict[Any, dict[str, Any]] = {}
-        for run in pass_runs(member["audit"]):
+        member_runs.append(pass_runs(member["audit"]))
+        for run in member_runs[-1]:
             label = str(run.get("label"))
             key = (label, seen.get(label, 0))
             seen[label] = key[1] + 1
@@ -62,10 +70,7 @@ def build(document: dict[str, Any]) -> Report:
                 keys.append(key)
                 runs[key] = [None] * len(members)
             runs[key][position] = run
-            if run.get("role") in last_of_role:
-                before[id(run)] = last_of_role[run.get("role")]
-            last_of_role[run.get("role")] = run
-        previous.append(before)
+            key_of[id(run)] = key
     sites: list[dict[str, Any]] = []
     known: dict[tuple[Any, ...], int] = {}
     creators: list[dict[tuple[str, str], int]] = []
@@ -77,4 +82,7 @@ def build(document: dict[str, Any]) -> Report:
                 made.setdefault((str(event.get("pass")), str(event["detail"]["name"])), index)
                 made.setdefault(("", str(event["detail"]["name"])), index)
         creators.append(made)
-    return Report(members, combined.get("divergences", []), combined.get("world_size"), keys, runs, previous, sites, creators)
+    violations = listed(member_runs, [[key_of[id(r)] for r in rs] for rs in member_runs],
+                        [m["audit"].get("violations", []) for m in members])
+    return Report(members, combined.get("divergences", []), combined.get("world_size"), keys, runs, key_of,
+                  [inputs_of(rs) for rs in member_runs], sites, creators, violations)

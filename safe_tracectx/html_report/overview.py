@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
-from safe_tracectx.html_report.model import Report
+from safe_tracectx.html_report.model import Listed, Report
 from safe_tracectx.html_report.page import esc, page, site_label, table
 from safe_tracectx.report import site_text
 
-__all__ = ["NAV", "render_index", "render_sites"]
+__all__ = ["NAV", "render_index", "render_sites", "violation_html"]
 
 NAV = [("index.html", "Overview"), ("sites.html", "Call sites")]
 
@@ -20,10 +21,10 @@ def _num(value: Any) -> str:
 
 def _members_table(report: Report) -> str:
     rows = []
-    for member in report.members:
+    for position, member in enumerate(report.members):
         audit = member["audit"]
         rank = audit.get("rank") if isinstance(audit.get("rank"), dict) else {}
-        violations = len(audit.get("violations", []))
+        violations = sum(1 for v in report.violations if v.member == position)
         badge = f'<span class="badge {"bad" if violations else "ok"}">{violations}</span>'
         rows.append(
             [
@@ -64,15 +65,28 @@ def _passes_table(report: Report) -> str:
     return table(["pass (time, proxies created)"] + [m["name"] for m in report.members], rows, classes=classes)
 
 
+def violation_html(report: Report, violation: Listed, *, link: bool) -> str:
+    """One violation: member, error and action, message, how often, site and fix; ``link``: to its pass page."""
+    head = f"<b>{esc(report.members[violation.member]['name'])}</b>"
+    if link and violation.key is not None and violation.key in report.runs:
+        label, occurrence = violation.key
+        head += (f' <a href="{esc(report.page_of(violation.key) + "#" + violation.anchor)}">{esc(label)}'
+                 f'{f" (run {occurrence + 1})" if occurrence else ""}</a>')
+    tag = f" [{esc(violation.error)}, {esc(violation.action)}]" if violation.error else ""
+    times = f" ({violation.count} times)" if violation.count > 1 else ""
+    notes = []
+    if violation.site:
+        notes.append(f"at {esc(site_text(violation.site))}")
+    if violation.fix:
+        notes.append(f"fix: {esc(violation.fix)}")
+    if violation.run_unknown:
+        notes.append("this pass ran more than once; which run found it is not recorded")
+    extra = f'<br><span class="muted">{"; ".join(notes)}</span>' if notes else ""
+    return f'<div class="msg" id="{esc(violation.anchor)}">{head}{tag}{times}: {esc(violation.message)}{extra}</div>'
+
+
 def _violations(report: Report) -> str:
-    parts = []
-    for member in report.members:
-        for violation in member["audit"].get("violations", []):
-            parts.append(
-                f'<div class="msg"><b>{esc(member["name"])}</b> [{esc(violation.get("error"))}, '
-                f'{esc(violation.get("action"))}] {esc(violation.get("message"))}<br>'
-                f'<span class="muted">at {esc(site_text(violation.get("site")))}; fix: {esc(violation.get("fix"))}</span></div>'
-            )
+    parts = [violation_html(report, violation, link=True) for violation in report.violations]
     return "".join(parts) or '<p><span class="badge ok">none</span></p>'
 
 
@@ -121,15 +135,23 @@ def _source_line(site: dict[str, Any]) -> str:
     return ""
 
 
+def _file_link(site: dict[str, Any], label: str) -> str:
+    """``label`` linked to the site's file (a ``file:`` URI, every special character encoded), if it names one."""
+    name = str(site.get("file"))
+    if name.startswith("<"):  # <stdin>, <string>: no file to open
+        return label
+    return f'<a href="{esc(Path(os.path.abspath(name)).as_uri())}">{label}</a>'
+
+
 def render_sites(report: Report) -> str:
     """``sites.html``: every proxy-creating call site a pass page links to, with its source line when readable."""
     rows = []
     for index, site in enumerate(report.sites):
-        path = os.path.abspath(str(site.get("file")))
+        label = f"<code>{esc(site_label(site))}</code>"
         rows.append(
             [
                 f'<td id="site-{index}" class="num">{index}</td>',
-                f'<td><a href="{esc("file://" + path)}"><code>{esc(site_label(site))}</code></a></td>',
+                f"<td>{_file_link(site, label)}</td>",
                 f"<td><code>{esc(_source_line(site))}</code></td>",
             ]
         )

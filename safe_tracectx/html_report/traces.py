@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from safe_tracectx.html_report.model import Report
-from safe_tracectx.html_report.overview import NAV
+from safe_tracectx.html_report.model import Given, Report
+from safe_tracectx.html_report.overview import NAV, violation_html
 from safe_tracectx.html_report.page import esc, page, site_label, table
 
 __all__ = ["render_pass"]
@@ -61,17 +61,21 @@ def _trace_table(report: Report, member: int, label: str, trace: list[Row], *, n
 
 
 def _violations(report: Report, key: tuple[str, int]) -> tuple[str, list[str]]:
-    """The run's and the audit's violations of this pass (HTML), and their messages (to highlight in place)."""
-    label, _ = key
-    parts: list[str] = []
-    words: list[str] = []
-    for member, run in zip(report.members, report.runs[key]):
-        messages = [str(v) for v in (run or {}).get("violations", [])]
-        messages += [str(v.get("message")) for v in member["audit"].get("violations", []) if v.get("pass") == label]
-        for message in messages:
-            parts.append(f'<div class="msg"><b>{esc(member["name"])}</b>: {esc(message)}</div>')
-            words.append(message)
-    return "".join(parts), words
+    """This pass run's violations, each once (HTML), and what to highlight in place: the names each is about,
+    else its message (the output names it mentions)."""
+    mine = [v for v in report.violations if v.key == key]
+    return "".join(violation_html(report, v, link=False) for v in mine), [w for v in mine for w in v.names or [v.message]]
+
+
+def _input_title(report: Report, given: Given) -> str:
+    """Where the input beside an output came from: the page of the run that returned it, if a recorded one did."""
+    if given.producer is None:
+        return "Input (no recorded pass returned it: as it was given)"
+    key = report.key_of.get(id(given.producer))
+    if key is None or key not in report.runs:
+        return f"Input (output of {esc(given.producer.get('label'))})"
+    run = f" (run {key[1] + 1})" if key[1] else ""
+    return f'Input (output of <a href="{esc(report.page_of(key))}">{esc(key[0])}{run}</a>)'
 
 
 def _divergence_view(report: Report, key: tuple[str, int]) -> tuple[str, dict[tuple[int, int], str]]:
@@ -120,6 +124,26 @@ def _divergence_view(report: Report, key: tuple[str, int]) -> tuple[str, dict[tu
     return "".join(parts), marks
 
 
+def _output_section(report: Report, member: int, label: str, index: int, trace: list[Row], given: list[Given] | None,
+                    words: list[str], marks: dict[int, str]) -> str:
+    """Output trace ``index`` beside the trace the pass was given; the names in none of its inputs are new."""
+    recorded = given is not None and all(g.fingerprint is not None for g in given)
+    new = _names(trace) - set().union(*(_names(g.fingerprint or []) for g in given or [])) if recorded else set()
+    output = _trace_table(report, member, label, trace, new=new, messages=words, anchor=f"t{index}", marks=marks)
+    title = (f"<h3>Output trace {index} of {esc(report.members[member]['name'])}: {len(trace)} bound symbols, "
+             + (f"{len(new)} new proxies" if recorded else "new proxies not known") + "</h3>")
+    if given is None or not recorded:
+        older = " (a data file of an older safe-tracectx)" if given is None else ""
+        why = f"input not recorded{older}: the proxies this pass created are not told apart"
+        return title + f'<p class="muted" id="input-{index}">{esc(why)}</p>' + output
+    if not given:
+        return title + f'<p class="muted" id="input-{index}">given no trace: every proxy is new</p>' + output
+    source = given[min(index, len(given) - 1)]
+    shown = _trace_table(report, member, "", source.fingerprint or [], new=set(), messages=[], anchor=f"in{index}", marks={})
+    return (title + f'<div class="sides"><div><h3 id="input-{index}">{_input_title(report, source)}</h3>{shown}</div>'
+            f"<div><h3>Output</h3>{output}</div></div>")
+
+
 def render_pass(report: Report, key: tuple[str, int]) -> str:
     """One pass run's page (``pass-NNN.html``)."""
     label, occurrence = key
@@ -137,22 +161,11 @@ def render_pass(report: Report, key: tuple[str, int]) -> str:
     )
     violations, words = _violations(report, key)
     divergence, marks = _divergence_view(report, key) if len(report.members) > 1 else ("", {})
-    before = report.previous[member].get(id(run))
-    inputs = (before or {}).get("fingerprints") or []
-    sections = []
-    for trace_index, trace in enumerate(run.get("fingerprints") or []):
-        source = inputs[min(trace_index, len(inputs) - 1)] if inputs else None
-        new = _names(trace) - _names(source or [])
-        here = {i: name for (t, i), name in marks.items() if t == trace_index}
-        output = _trace_table(report, member, label, trace, new=new, messages=words, anchor=f"t{trace_index}", marks=here)
-        title = f"<h3>Output trace {trace_index} of {esc(report.members[member]['name'])}: {len(trace)} bound symbols, {len(new)} new proxies</h3>"
-        if source is None:
-            sections.append(title + output)
-            continue
-        previous_label = esc((before or {}).get("label", ""))
-        input_html = _trace_table(report, member, "", source, new=set(), messages=[], anchor=f"in{trace_index}", marks={})
-        sections.append(title + f'<div class="sides"><div><h3>Input (output of {previous_label})</h3>{input_html}</div>'
-                        f"<div><h3>Output</h3>{output}</div></div>")
+    given = report.inputs[member].get(id(run))
+    sections = [
+        _output_section(report, member, label, index, trace, given, words, {i: n for (t, i), n in marks.items() if t == index})
+        for index, trace in enumerate(run.get("fingerprints") or [])
+    ]
     body = (
         f"<h2>{esc(label)}{'' if not occurrence else f' (run {occurrence + 1})'}</h2>{summary}"
         + (f"<h2>Violations</h2>{violations}" if violations else "")
