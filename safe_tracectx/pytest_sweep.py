@@ -139,8 +139,7 @@ class _RunsInFreshPytest:
     def command(self, point: str, result: Path) -> list[str]:
         """The user's command line with the test's id for its paths, and the run's own files and options."""
         config = self.item.config
-        paths = set(config.option.file_or_dir or ())
-        args = [arg for arg in config.invocation_params.args if arg not in paths]
+        args = _without_paths(config, list(config.invocation_params.args))
         _, _, inside = self.item.nodeid.partition("::")
         args.append(str(self.item.path) + (f"::{inside}" if inside else ""))
         args.append(f"--basetemp={self.folder / 'tmp'}")  # pytest empties it: never the user's, in use by the test
@@ -150,3 +149,15 @@ class _RunsInFreshPytest:
         if getattr(config.option, "numprocesses", None):
             args += ["-n", "0"]  # pytest-xdist: the run is one test, in the run's own process
         return [sys.executable, "-m", "pytest", *args, f"{_POINT}={point}", f"{_RESULT}={result}", f"{_NODE}={self.item.nodeid}"]
+
+
+def _without_paths(config: pytest.Config, args: list[str]) -> list[str]:
+    """``args`` without the paths and test ids they name (an option's value that looks the same is kept)."""
+    paths = set(config.option.file_or_dir or ())
+    parser: argparse.ArgumentParser = getattr(config._parser, "optparser", None) or getattr(config._parser, "_getparser")()
+    takes_value = {flag for action in parser._actions if action.nargs != 0 for flag in action.option_strings}
+    kept: list[str] = []
+    for previous, arg in zip([None, *args], args):
+        if arg not in paths or (previous in takes_value and "--" not in kept):
+            kept.append(arg)
+    return kept

@@ -431,3 +431,18 @@ def test_the_pytest_option_without_thunder_is_a_usage_error(pytester: pytest.Pyt
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--safe-tracectx-sweep needs lightning-thunder and torch (torch, thunder not installed)" in result.stderr.str()
     assert 'pip install "safe-tracectx[thunder]"' in result.stderr.str()
+
+
+def test_the_pytest_option_runs_the_test_again_with_the_options_it_was_given(pytester: pytest.Pytester) -> None:
+    """The paths are replaced by the test's id; an option's value that is also a path ('--rootdir .' and '.') stays."""
+    pytester.makepyfile(
+        test_clean="""
+        from thunder.core.trace import TraceCtx, tracectx
+
+        def test_clean():
+            with tracectx(TraceCtx()):
+                pass
+        """
+    )
+    result = pytester.runpytest_subprocess("--rootdir", ".", "--safe-tracectx-sweep", "-p", "no:cacheprovider", ".")
+    result.assert_outcomes(passed=1)
