@@ -30,28 +30,17 @@ import json
 import os
 import random
 import signal
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from safe_tracectx.policy import STRICT, Policy
+from safe_tracectx.run_outcome import ThreadDeaths, exception_site, outcome_of, wait_for_threads
 
 __all__ = [
-    "SWEEP_POLICY",
-    "Finding",
-    "Runs",
-    "SweepResult",
-    "count_points",
-    "forked_runs",
-    "other_path",
-    "result_json",
-    "run_once",
-    "run_point",
-    "sweep",
-    "sweep_runs",
-]
+    "SWEEP_POLICY", "Finding", "Runs", "SweepResult", "count_points", "forked_runs", "other_path", "result_json",
+    "run_once", "run_point", "sweep", "sweep_runs",
+]  # fmt: skip
 
 #: Strict, except that an unbalanced reset is only recorded: the sweep reports leaks itself, and an
 #: ``UnbalancedContextError`` raised while unwinding would replace the injected fault.
@@ -139,84 +128,6 @@ def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) ->
     return result
 
 
-def _exception_site(error: BaseException) -> str:
-    frames = traceback.extract_tb(error.__traceback__)
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "(unknown)"
-
-
-def _chain(error: BaseException | None) -> Iterable[tuple[BaseException, bool]]:
-    """Each exception of ``error``'s chain, with whether every link to it was ``raise ... from`` (a wrap)."""
-    seen: set[int] = set()
-    wrapped = True
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error, wrapped
-        wrapped = wrapped and error.__cause__ is not None
-        error = error.__cause__ or error.__context__
-
-
-class _ThreadDeaths:
-    """While entered, ``threading.excepthook`` records each exception that ends a thread (name, exception)."""
-
-    def __init__(self, fired: Callable[[], BaseException | None]) -> None:
-        self.deaths: list[tuple[str, BaseException]] = []
-        self._previous = threading.excepthook
-        self._fired = fired
-
-    def _hook(self, args: threading.ExceptHookArgs) -> None:
-        if args.exc_value is not None:
-            self.deaths.append((args.thread.name if args.thread is not None else "?", args.exc_value))
-            fired = self._fired()
-            if fired is not None and any(e is fired for e, _ in _chain(args.exc_value)):
-                return  # the sweep reports it: no traceback on stderr per run
-        self._previous(args)
-
-    def __enter__(self) -> _ThreadDeaths:
-        threading.excepthook = self._hook
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        threading.excepthook = self._previous
-
-    def of(self, fired: BaseException) -> tuple[str, BaseException] | None:
-        """The first thread that died of ``fired`` (it, or an exception raised from or while handling it)."""
-        return next(((name, e) for name, e in self.deaths if any(link is fired for link, _ in _chain(e))), None)
-
-
-def _join_threads() -> None:
-    """Wait for the run's non-daemon threads, as Python does at exit (the run's alarm ends a hang).
-
-    First, as Python's ``threading._shutdown`` does, the callbacks registered with
-    ``threading._register_atexit``: a thread pool never shut down (its workers are
-    not daemons) is told to stop there, so a join would otherwise wait forever.
-    (The run is a forked child that ends right after: the callbacks never run twice.)
-    """
-    for call in reversed(list(getattr(threading, "_threading_atexits", ()))):
-        call()
-    joined: set[threading.Thread] = set()
-    while pending := [
-        t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon and t not in joined
-    ]:
-        for thread in pending:  # a thread may start others while it ends: look again until none is left
-            thread.join()
-            joined.add(thread)
-
-
-def _outcome(fired: BaseException | None, top: BaseException | None, died: tuple[str, BaseException] | None) -> str:
-    if fired is None:
-        return "not reached"
-    if top is fired:
-        return "propagated"
-    links = [wrapped for error, wrapped in _chain(top) if error is fired] if top is not None else []
-    if links and not isinstance(top, SystemExit):
-        return "wrapped" if links[0] else "masked"
-    if died is not None:
-        return "died in thread"
-    if top is None or isinstance(top, SystemExit):  # sys.exit(1) in a handler: the program's own status
-        return "handled"
-    return "replaced"
-
-
 def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_threads: bool = True) -> dict[str, Any]:
     """One run of ``body`` in this process, under the hooks, failing point ``target`` (None: a counting run).
 
@@ -233,14 +144,14 @@ def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_
     log = installation.audit_log
     assert log is not None
     top: BaseException | None = None
-    with _ThreadDeaths(lambda: injector.fired) as threads:
+    with ThreadDeaths(lambda: injector.fired) as threads:
         try:
             body()
         except BaseException as error:  # noqa: BLE001 - the outcome of this run
             top = error
         try:
             if join_threads:
-                _join_threads()
+                wait_for_threads()
         except BaseException as error:  # noqa: BLE001 - Ctrl-C while waiting
             top = top or error
         finally:
@@ -259,15 +170,15 @@ def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_
     for changed in injector.changed_inputs:
         problems.append(f"{changed['label']} changed its input ({changed['trace']}) before it failed")
     died = threads.of(fired) if fired is not None else None
-    outcome = _outcome(fired, top, died)
+    outcome = outcome_of(fired, top, died)
     if outcome in ("masked", "replaced") and top is not None:
         problems.append(
-            f"{outcome}: {type(top).__name__}: {top} (raised at {_exception_site(top)}) reached the top "
+            f"{outcome}: {type(top).__name__}: {top} (raised at {exception_site(top)}) reached the top "
             + ("while the injected fault was being handled" if outcome == "masked" else "instead of the injected fault")
         )
     if outcome == "died in thread" and died is not None:
         name, death = died
-        raised = "" if death is fired else f", raised at {_exception_site(death)} while handling it"
+        raised = "" if death is fired else f", raised at {exception_site(death)} while handling it"
         problems.append(
             f"died in thread: the fault ended thread {name!r} ({type(death).__name__}: {death}{raised}); "
             "the main program never saw it"
