@@ -103,9 +103,14 @@ def _summary(log: AuditLog, leftovers: Leftovers | None) -> dict[str, Any]:
 
 @pytest.hookimpl(tryfirst=True)  # outermost: a conftest's own install()/uninstall() nests inside
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--safe-tracectx-sweep", False):
-        from safe_tracectx import pytest_sweep
+    from safe_tracectx import pytest_sweep
+    from safe_tracectx.extras import MissingExtraError, require_thunder
 
+    if config.getoption("--safe-tracectx-sweep", False) or pytest_sweep.is_a_run(config):
+        try:
+            require_thunder("--safe-tracectx-sweep")
+        except MissingExtraError as error:
+            raise pytest.UsageError(str(error)) from None
         config.pluginmanager.register(pytest_sweep, "safe-tracectx-sweep")
     mode = _mode(config)
     if mode is None:
@@ -115,8 +120,6 @@ def pytest_configure(config: pytest.Config) -> None:
                 "too (or safe_tracectx = \"strict\" in the ini file)"
             )
         return
-    from safe_tracectx.extras import MissingExtraError, require_thunder
-
     try:
         require_thunder(f"--safe-tracectx={mode}")
     except MissingExtraError as error:

@@ -2,12 +2,14 @@
 
 Like SQLite's test of failing the k-th allocation: a counting run numbers the
 injection points (each ``set_tracectx``, proxy creation and pass entry), then
-the program runs once per point (or a seeded sample) in a forked child that
-raises :class:`~safe_tracectx.hooks.faults.InjectedFault` there. After each
-run: no trace is left active, no raw set is left open, the exception that
-reached the top is the injected one, or wraps it (``raise ... from``), not one
-raised while handling it, no thread died of it unseen by the main program, and
-the passes it cut short did not change their input traces::
+the program runs once per point (or a seeded sample) in a process of its own (a
+forked child; pytest's sweep starts pytest again) that raises
+:class:`~safe_tracectx.hooks.faults.InjectedFault` there. After each run: it
+reached the counting run's points up to its fault, no trace is left active, no
+raw set is left open, the exception that reached the top is the injected one, or
+wraps it (``raise ... from``), not one raised while handling it, no thread died
+of it unseen by the main program, and the passes it cut short did not change
+their input traces::
 
     >>> import thunder.core.trace as trace
     >>> from safe_tracectx.sweep import sweep
@@ -28,15 +30,17 @@ import json
 import os
 import random
 import signal
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from safe_tracectx.policy import STRICT, Policy
+from safe_tracectx.run_outcome import ThreadDeaths, exception_site, outcome_of, wait_for_threads
 
-__all__ = ["SWEEP_POLICY", "Finding", "SweepResult", "count_points", "run_point", "sweep"]
+__all__ = [
+    "SWEEP_POLICY", "Finding", "Runs", "SweepResult", "count_points", "forked_runs", "other_path", "result_json",
+    "run_once", "run_point", "sweep", "sweep_runs",
+]  # fmt: skip
 
 #: Strict, except that an unbalanced reset is only recorded: the sweep reports leaks itself, and an
 #: ``UnbalancedContextError`` raised while unwinding would replace the injected fault.
@@ -53,6 +57,8 @@ class Finding:
     outcome: str
     problems: list[str]
     stack: list[str]
+    #: The run took another path than the counting run before the fault (the point was not checked).
+    other_path: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -87,6 +93,14 @@ def _die_with_parent() -> None:
         pass
 
 
+def result_json(work: Callable[[], dict[str, Any]]) -> str:
+    """``work()``'s result as JSON, or a ``sweep error`` result if the sweep's own code failed."""
+    try:
+        return json.dumps(work(), default=str)
+    except BaseException as error:  # noqa: BLE001 - anything the run did not handle is its outcome
+        return json.dumps({"outcome": "sweep error", "problems": [repr(error)], "stack": []})
+
+
 def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) -> dict[str, Any]:
     """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
     timeout = RUN_TIMEOUT_SECONDS if timeout is None else timeout
@@ -97,10 +111,7 @@ def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) ->
         _die_with_parent()
         signal.alarm(timeout)
         os.close(read_end)
-        try:
-            payload = json.dumps(work(), default=str).encode()
-        except BaseException as error:  # noqa: BLE001 - anything the run did not handle is its outcome
-            payload = json.dumps({"outcome": "sweep error", "problems": [repr(error)], "stack": []}).encode()
+        payload = result_json(work).encode()
         if os.getpid() == me:  # a process the program forked returns here too: only the run itself reports
             with os.fdopen(write_end, "wb") as pipe:
                 pipe.write(payload)
@@ -117,86 +128,13 @@ def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) ->
     return result
 
 
-def _exception_site(error: BaseException) -> str:
-    frames = traceback.extract_tb(error.__traceback__)
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "(unknown)"
+def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_threads: bool = True) -> dict[str, Any]:
+    """One run of ``body`` in this process, under the hooks, failing point ``target`` (None: a counting run).
 
-
-def _chain(error: BaseException | None) -> Iterable[tuple[BaseException, bool]]:
-    """Each exception of ``error``'s chain, with whether every link to it was ``raise ... from`` (a wrap)."""
-    seen: set[int] = set()
-    wrapped = True
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error, wrapped
-        wrapped = wrapped and error.__cause__ is not None
-        error = error.__cause__ or error.__context__
-
-
-class _ThreadDeaths:
-    """While entered, ``threading.excepthook`` records each exception that ends a thread (name, exception)."""
-
-    def __init__(self, fired: Callable[[], BaseException | None]) -> None:
-        self.deaths: list[tuple[str, BaseException]] = []
-        self._previous = threading.excepthook
-        self._fired = fired
-
-    def _hook(self, args: threading.ExceptHookArgs) -> None:
-        if args.exc_value is not None:
-            self.deaths.append((args.thread.name if args.thread is not None else "?", args.exc_value))
-            fired = self._fired()
-            if fired is not None and any(e is fired for e, _ in _chain(args.exc_value)):
-                return  # the sweep reports it: no traceback on stderr per run
-        self._previous(args)
-
-    def __enter__(self) -> _ThreadDeaths:
-        threading.excepthook = self._hook
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        threading.excepthook = self._previous
-
-    def of(self, fired: BaseException) -> tuple[str, BaseException] | None:
-        """The first thread that died of ``fired`` (it, or an exception raised from or while handling it)."""
-        return next(((name, e) for name, e in self.deaths if any(link is fired for link, _ in _chain(e))), None)
-
-
-def _join_threads() -> None:
-    """Wait for the run's non-daemon threads, as Python does at exit (the run's alarm ends a hang).
-
-    First, as Python's ``threading._shutdown`` does, the callbacks registered with
-    ``threading._register_atexit``: a thread pool never shut down (its workers are
-    not daemons) is told to stop there, so a join would otherwise wait forever.
-    (The run is a forked child that ends right after: the callbacks never run twice.)
+    The result: a counting run's ``points`` and ``failed``; a faulted run's ``outcome``, ``problems``,
+    ``stack`` and the ``points`` it reached up to the fault. Only in a process of its own: it leaves
+    behind what the faulted program left.
     """
-    for call in reversed(list(getattr(threading, "_threading_atexits", ()))):
-        call()
-    joined: set[threading.Thread] = set()
-    while pending := [
-        t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon and t not in joined
-    ]:
-        for thread in pending:  # a thread may start others while it ends: look again until none is left
-            thread.join()
-            joined.add(thread)
-
-
-def _outcome(fired: BaseException | None, top: BaseException | None, died: tuple[str, BaseException] | None) -> str:
-    if fired is None:
-        return "not reached"
-    if top is fired:
-        return "propagated"
-    links = [wrapped for error, wrapped in _chain(top) if error is fired] if top is not None else []
-    if links and not isinstance(top, SystemExit):
-        return "wrapped" if links[0] else "masked"
-    if died is not None:
-        return "died in thread"
-    if top is None or isinstance(top, SystemExit):  # sys.exit(1) in a handler: the program's own status
-        return "handled"
-    return "replaced"
-
-
-def _run_once(body: Callable[[], None], target: int | None, policy: Policy, join_threads: bool = True) -> dict[str, Any]:
-    """One run under the hooks with an injector armed (in the child)."""
     from safe_tracectx.context.blocks import TRACE_VAR
     from safe_tracectx.hooks import begin, faults
     from safe_tracectx.labels import describe_trace
@@ -206,14 +144,14 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy, join
     log = installation.audit_log
     assert log is not None
     top: BaseException | None = None
-    with _ThreadDeaths(lambda: injector.fired) as threads:
+    with ThreadDeaths(lambda: injector.fired) as threads:
         try:
             body()
         except BaseException as error:  # noqa: BLE001 - the outcome of this run
             top = error
         try:
             if join_threads:
-                _join_threads()
+                wait_for_threads()
         except BaseException as error:  # noqa: BLE001 - Ctrl-C while waiting
             top = top or error
         finally:
@@ -232,15 +170,15 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy, join
     for changed in injector.changed_inputs:
         problems.append(f"{changed['label']} changed its input ({changed['trace']}) before it failed")
     died = threads.of(fired) if fired is not None else None
-    outcome = _outcome(fired, top, died)
+    outcome = outcome_of(fired, top, died)
     if outcome in ("masked", "replaced") and top is not None:
         problems.append(
-            f"{outcome}: {type(top).__name__}: {top} (raised at {_exception_site(top)}) reached the top "
+            f"{outcome}: {type(top).__name__}: {top} (raised at {exception_site(top)}) reached the top "
             + ("while the injected fault was being handled" if outcome == "masked" else "instead of the injected fault")
         )
     if outcome == "died in thread" and died is not None:
         name, death = died
-        raised = "" if death is fired else f", raised at {_exception_site(death)} while handling it"
+        raised = "" if death is fired else f", raised at {exception_site(death)} while handling it"
         problems.append(
             f"died in thread: the fault ended thread {name!r} ({type(death).__name__}: {death}{raised}); "
             "the main program never saw it"
@@ -252,15 +190,26 @@ def _run_once(body: Callable[[], None], target: int | None, policy: Policy, join
     except BaseException:  # noqa: BLE001 - recorded above already
         pass
     stack = fired.stack if fired is not None else []
-    starts = [i for i, frame in enumerate(stack) if frame.endswith(" in _run_once")]
-    return {"outcome": outcome, "problems": problems, "stack": stack[starts[-1] + 1 :] if starts else stack}
+    starts = [i for i, frame in enumerate(stack) if frame.endswith(" in run_once")]
+    return {
+        "outcome": outcome,
+        "problems": problems,
+        "stack": stack[starts[-1] + 1 :] if starts else stack,
+        "points": injector.points,
+    }
 
 
-def count_points(
-    body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
-) -> list[tuple[str, str | None]]:
-    """(kind, pass label) of each injection point of one run of ``body`` (run in a forked child)."""
-    result = _in_child(lambda: _run_once(body, None, policy, join_threads))
+#: One run of a program, in a process of its own: ``run(None)`` counts, ``run(k)`` fails point k (``run_once``'s result).
+Runs = Callable[[int | None], dict[str, Any]]
+
+
+def forked_runs(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True) -> Runs:
+    """Each run of ``body`` in a child forked from this process (its imports reused)."""
+    return lambda target: _in_child(lambda: run_once(body, target, policy, join_threads))
+
+
+def _points(result: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The counting run's points, or why there are none."""
     if "points" not in result:
         raise RuntimeError(f"the counting run failed: {result.get('problems')}")
     if result.get("failed"):
@@ -271,11 +220,45 @@ def count_points(
     return [(kind, label) for kind, label in result["points"]]
 
 
+def count_points(
+    body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
+) -> list[tuple[str, str | None]]:
+    """(kind, pass label) of each injection point of one run of ``body`` (run in a forked child)."""
+    return _points(forked_runs(body, policy=policy, join_threads=join_threads)(None))
+
+
 def run_point(
     body: Callable[[], None], index: int, *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
 ) -> dict[str, Any]:
     """Run ``body`` in a forked child with the fault at point ``index``: ``outcome``, ``problems``, ``stack``."""
-    return _in_child(lambda: _run_once(body, index, policy, join_threads))
+    return forked_runs(body, policy=policy, join_threads=join_threads)(index)
+
+
+def _point_name(point: tuple[str, str | None]) -> str:
+    from safe_tracectx.hooks.faults import POINT_KINDS
+
+    kind, label = point
+    return POINT_KINDS.get(kind, kind) + (f" in {label}" if label else "")
+
+
+def other_path(expected: list[tuple[str, str | None]], reached: list[tuple[str, str | None]], index: int) -> str | None:
+    """How a run faulted at ``index`` left the counting run's path before the fault (None: it did not)."""
+    for k, (want, (kind, label)) in enumerate(zip(expected[: index + 1], reached)):
+        if (kind, label) != want:
+            return f"point {k} is a {_point_name((kind, label))} here, a {_point_name(want)} in the counting run"
+    if len(reached) <= index:
+        return (
+            f"the run reached {len(reached)} point(s), so the fault at point {index} never fired "
+            f"(the counting run reached {len(expected)})"
+        )
+    return None
+
+
+_OTHER_PATH_FIX = (
+    "the program takes another path from run to run (a warm on-disk cache, a file an earlier run wrote, "
+    "data or randomness): make each run start from the same state (a fresh cache directory, fixed seeds), "
+    "or these points are not checked"
+)
 
 
 def sweep(
@@ -289,16 +272,41 @@ def sweep(
     join_threads: bool = True,
     progress: Callable[[int, int, int], None] | None = None,
 ) -> SweepResult:
-    """Count the injection points of ``body``, then inject at each.
+    """Count the injection points of ``body``, then inject at each, each run in a forked child.
+
+    ``join_threads``: wait for the run's threads as Python does at exit; False when ``body`` is
+    not a whole program (a test's call, whose threads its fixtures' teardown may stop): a thread
+    that died of the fault during the run is reported either way. The rest as :func:`sweep_runs`.
+    Call it before this process runs a multi-threaded torch op: OpenMP's pool does not survive a
+    fork, and a child would hang at its first parallel op (pytest's sweep starts fresh processes).
+    """
+    return sweep_runs(
+        forked_runs(body, policy=policy, join_threads=join_threads),
+        max_runs=max_runs,
+        seed=seed,
+        kinds=kinds,
+        in_pass=in_pass,
+        progress=progress,
+    )
+
+
+def sweep_runs(
+    run: Runs,
+    *,
+    max_runs: int | None = None,
+    seed: int = 0,
+    kinds: Iterable[str] | None = None,
+    in_pass: str | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SweepResult:
+    """Count the injection points with ``run(None)``, then ``run(k)`` for each point k.
 
     Only points of ``kinds`` (``set``, ``proxy``, ``pass``), inside a pass whose label contains
-    ``in_pass``; a seeded sample of ``max_runs`` of them. ``join_threads``: wait for the run's
-    threads as Python does at exit; False when ``body`` is not a whole program (a test's call,
-    whose threads its fixtures' teardown may stop): a thread that died of the fault during
-    the run is reported either way.
+    ``in_pass``; a seeded sample of ``max_runs`` of them. A run that reached other points than the
+    counting run before its fault is a finding: its point was not checked.
     """
     started = time.perf_counter()
-    points = count_points(body, policy=policy, join_threads=join_threads)
+    points = _points(run(None))
     wanted = set(kinds) if kinds is not None else None
     indices = [
         i
@@ -310,11 +318,20 @@ def sweep(
     outcomes: collections.Counter[str] = collections.Counter()
     findings: list[Finding] = []
     for done, index in enumerate(indices, 1):
-        result = run_point(body, index, policy=policy, join_threads=join_threads)
+        result = run(index)
         outcomes[result["outcome"]] += 1
-        if result["problems"]:
+        problems = list(result["problems"])
+        reached = result.get("points")
+        elsewhere = other_path(points, reached, index) if reached is not None else None
+        if elsewhere is not None:
+            problems.insert(
+                0, f"run {done}: the injection points differ from the counting run's: {elsewhere}; {_OTHER_PATH_FIX}"
+            )
+        if problems:
             kind, label = points[index]
-            findings.append(Finding(index, kind, label, result["outcome"], result["problems"], result["stack"]))
+            findings.append(
+                Finding(index, kind, label, result["outcome"], problems, result["stack"], elsewhere is not None)
+            )
         if progress is not None:
             progress(done, len(indices), len(findings))
     return SweepResult(

@@ -322,3 +322,149 @@ def test_the_pytest_option_does_not_wait_for_threads_the_tests_fixtures_stop(pyt
     result = pytester.runpytest_subprocess("--safe-tracectx-sweep", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "counting run failed" not in result.stdout.str()
+
+
+def test_runs_that_find_a_warm_cache_say_so_instead_of_running_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The counting run writes the cache; each faulted run then skips the compilation its fault was meant for."""
+    data = tmp_path / "sweep.json"
+    status = main(["sweep", "--json", str(data), str(CASES / "warm_cache.py"), str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == ExitStatus.SWEEP_FINDINGS, out
+    assert "runs on another path (not checked): 3" in out
+    assert (
+        "run 2: the injection points differ from the counting run's: the run reached 0 point(s), "
+        "so the fault at point 1 never fired (the counting run reached 3)"
+    ) in out
+    assert "a warm on-disk cache" in out and "fresh cache directory" in out
+    findings = json.loads(data.read_text())["findings"]
+    assert [(f["index"], f["outcome"], f["other_path"]) for f in findings] == [(i, "not reached", True) for i in range(3)]
+
+
+def test_a_run_whose_path_differs_before_its_fault_names_the_first_point_that_differs(tmp_path: Path) -> None:
+    import thunder.core.trace as trace
+
+    import safe_tracectx as stc
+
+    @stc.audited_pass("checked pass")
+    def checked(t: trace.TraceCtx) -> trace.TraceCtx:
+        return t
+
+    runs = tmp_path / "runs"
+
+    def body() -> None:  # the counting run sets a trace, then runs the pass; later runs the other way round
+        first = not runs.exists()
+        runs.write_text("ran\n")
+        for step in ("set", "pass") if first else ("pass", "set"):
+            if step == "set":
+                trace.reset_tracectx(trace.set_tracectx(trace.TraceCtx()))
+            else:
+                checked(trace.TraceCtx())
+
+    result = sweep(body)
+    assert result.points == 2 and [(f.index, f.other_path) for f in result.findings] == [(0, True), (1, True)]
+    assert result.findings[0].problems[0].startswith(
+        "run 1: the injection points differ from the counting run's: "
+        "point 0 is a pass entry in checked pass here, a set_tracectx in the counting run; "
+        "the program takes another path from run to run"
+    )
+    assert result.findings[1].problems[0].startswith("run 2: the injection points differ from the counting run's: point 0 ")
+
+
+MATMUL_TEST = """
+import safe_tracectx.sweep
+import thunder
+import torch
+
+safe_tracectx.sweep.RUN_TIMEOUT_SECONDS = 300  # without fresh processes each run hangs: fail in 300 s, not 600
+
+
+def test_matmul_then_compile():
+    torch.set_num_threads(2)  # OpenMP's pool of threads: a process forked after it hangs at its next parallel op
+    x = torch.randn(256, 256)
+    expected = x @ x
+    assert torch.allclose(thunder.jit(lambda a: a @ a)(x), expected)
+"""
+
+
+def test_the_pytest_option_sweeps_a_test_whose_call_started_openmps_threads(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_matmul=MATMUL_TEST)
+    result = pytester.runpytest_subprocess(
+        "--safe-tracectx-sweep", "--safe-tracectx-sweep-max", "2", "-p", "no:cacheprovider", "--junitxml=junit.xml",
+        timeout=1800,  # a safety net only
+    )
+    result.assert_outcomes(passed=1)
+    import ast
+    import xml.etree.ElementTree as ElementTree
+
+    (swept,) = ElementTree.parse(pytester.path / "junit.xml").iter("property")
+    found = ast.literal_eval(swept.get("value", ""))  # junitxml writes the property's repr
+    assert found["runs"] == 2 and found["points"] > 2 and found["findings"] == []
+    assert set(found["outcomes"]) <= {"propagated", "wrapped"}
+
+
+RUN_COUNTING_TEST = """
+from pathlib import Path
+
+from thunder.core.trace import TraceCtx, tracectx
+
+RUNS = Path(__file__).with_name("runs")
+
+
+def test_more_work_on_its_second_run():
+    runs = len(RUNS.read_text().splitlines()) if RUNS.exists() else 0
+    RUNS.write_text("ran\\n" * (runs + 1))
+    for _ in range(2 if runs == 1 else 1):  # the sweep's counting run is the test's second run
+        with tracectx(TraceCtx()):
+            pass
+"""
+
+
+def test_the_pytest_option_names_the_run_that_took_another_path(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_runs=RUN_COUNTING_TEST)
+    result = pytester.runpytest_subprocess("--safe-tracectx-sweep", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "runs on another path (not checked): 1" in out
+    assert (
+        "run 2: the injection points differ from the counting run's: the run reached 1 point(s), "
+        "so the fault at point 1 never fired (the counting run reached 2)"
+    ) in out
+    assert "point 0:" not in out  # the first run took the counting run's path up to its fault
+
+
+def test_the_pytest_option_without_thunder_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import sys
+
+        class Uninstalled:  # as if torch and Thunder were not installed
+            def find_spec(self, name, path=None, target=None):
+                if name.partition(".")[0] in ("torch", "thunder"):
+                    raise ModuleNotFoundError(f"No module named {name!r}")
+                return None
+
+        sys.meta_path.insert(0, Uninstalled())
+        """
+    )
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess("--safe-tracectx-sweep", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--safe-tracectx-sweep needs lightning-thunder and torch (torch, thunder not installed)" in result.stderr.str()
+    assert 'pip install "safe-tracectx[thunder]"' in result.stderr.str()
+
+
+def test_the_pytest_option_runs_the_test_again_with_the_options_it_was_given(pytester: pytest.Pytester) -> None:
+    """The paths are replaced by the test's id; an option's value that is also a path ('--rootdir .' and '.') stays."""
+    pytester.makepyfile(
+        test_clean="""
+        from thunder.core.trace import TraceCtx, tracectx
+
+        def test_clean():
+            with tracectx(TraceCtx()):
+                pass
+        """
+    )
+    result = pytester.runpytest_subprocess("--rootdir", ".", "--safe-tracectx-sweep", "-p", "no:cacheprovider", ".")
+    result.assert_outcomes(passed=1)

@@ -71,12 +71,16 @@ def render(result: SweepResult, program: str, *, top: int = 20) -> str:
         f"injection points: {result.points} ({kinds})",
         f"runs: {result.runs} in {result.seconds:.1f}s; outcomes: {outcomes}",
         f"broken: {len(broken)} injection point(s) left a trace active, a set open, a masked exception, "
-        "a thread dead of it or a changed input trace",
+        "a thread dead of it or a changed input trace, or their run took another path than the counting run",
     ]
     leaks = sum(any("never reset" in p or "left active" in p for p in f.problems) for f in broken)
     masked = sum(f.outcome in ("masked", "replaced") for f in broken)
     threads = sum(f.outcome == "died in thread" for f in broken)
-    out.append(f"  leaks: {leaks}; masked or replaced exceptions: {masked}; threads dead of the fault: {threads}")
+    elsewhere = sum(f.other_path for f in broken)
+    out.append(
+        f"  leaks: {leaks}; masked or replaced exceptions: {masked}; threads dead of the fault: {threads}; "
+        f"runs on another path (not checked): {elsewhere}"
+    )
     for finding in broken[:top]:
         where = f" in {finding.pass_label}" if finding.pass_label else ""
         out += ["", f"point {finding.index}: {_NAMES.get(finding.kind, finding.kind)}{where} ({finding.outcome})"]

@@ -51,7 +51,7 @@ class Injector:
     def __init__(self, target: int | None = None) -> None:
         self.target = target
         self.index = 0
-        #: (kind, pass label) of each point, when counting.
+        #: (kind, pass label) of each point reached (a sweep checks a faulted run took the counting run's path).
         self.points: list[tuple[str, str | None]] = []
         self.fired: InjectedFault | None = None
         #: Passes left by the fault that had changed one of their input traces: dicts with ``label``, ``trace``.
@@ -60,9 +60,9 @@ class Injector:
     def hit(self, kind: str, pass_label: str | None) -> None:
         index = self.index
         self.index = index + 1
-        if self.target is None:
+        if self.fired is None:  # after the fault the path is the error path: not comparable, not kept
             self.points.append((kind, pass_label))
-        elif index == self.target and self.fired is None:
+        if index == self.target and self.fired is None:
             self.fired = InjectedFault(index, kind, pass_label)
             raise self.fired
 
