@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_text", "site_text"]
+__all__ = ["balance_lines", "pass_lines", "plural", "render_text", "site_text", "violation_lines"]
 
 _OTHER = "(outside remat passes)"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 test``, ``2 tests``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def site_text(site: dict[str, Any] | None) -> str:
@@ -56,17 +61,9 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
         f"events: {sum(counts.values())} ({kinds}); kept {document.get('kept', 0)}, dropped {document['dropped']}"
     )
 
-    passes: dict[str, dict[str, Any]] = document["passes"]
     out += ["", "Remat passes, Transforms, executors' fusion passes and Thunder's other passes "
             "(each output trace validated with check_trace)"]
-    if not passes:
-        out.append("  (no audited pass ran)")
-    width = min(60, max([28, *map(len, passes)]))
-    for name, stats in sorted(passes.items()):
-        out.append(
-            f"  {name:<{width}} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
-            f"{stats['seconds']:6.2f}s  proxies {stats.get('proxies', 0):>5}  violations {len(stats['violations']):>3}"
-        )
+    out += pass_lines(document["passes"]) or ["  (no audited pass ran)"]
     out += _phase_lines(document)
 
     by_pass: dict[str, int] = document["proxies_by_pass"]
@@ -93,21 +90,35 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
         for entry in traceless[: max(top, 3)]:
             out.append(f"  {entry['count']:>7}  {site_text(entry['site'])}")
 
-    leaked: list[dict[str, Any]] = document["leaked_sets"]
-    out += [
-        "",
-        "Trace set/reset balance",
-        f"  sets {counts.get('trace_set', 0)}, resets {counts.get('trace_reset', 0)}, never reset {len(leaked)}",
+    out += ["", "Trace set/reset balance", *balance_lines(counts, document["leaked_sets"])]
+    violations: list[dict[str, Any]] = document["violations"]
+    out += ["", f"Violations ({len(violations)})", *(violation_lines(violations) or ["  (none)"])]
+    return "\n".join(out)
+
+
+def pass_lines(passes: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per audited pass: runs, runs that changed its trace, seconds, proxies, violations."""
+    width = min(60, max([28, *map(len, passes)]))
+    return [
+        f"  {name:<{width}} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
+        f"{stats['seconds']:6.2f}s  proxies {stats.get('proxies', 0):>5}  violations {len(stats['violations']):>3}"
+        for name, stats in sorted(passes.items())
     ]
+
+
+def balance_lines(counts: dict[str, int], leaked: list[dict[str, Any]]) -> list[str]:
+    """Sets, resets and sets never reset, with the line of each of those."""
+    out = [f"  sets {counts.get('trace_set', 0)}, resets {counts.get('trace_reset', 0)}, never reset {len(leaked)}"]
     for entry in leaked:
         out.append(f"  never reset: set_tracectx({entry['trace']}) at {site_text(entry['site'])} [{entry['thread']}]")
+    return out
 
-    violations: list[dict[str, Any]] = document["violations"]
-    out += ["", f"Violations ({len(violations)})"]
+
+def violation_lines(violations: list[dict[str, Any]]) -> list[str]:
+    """Each violation: ``[error, action] message``, where, and its fix."""
+    out = []
     for violation in violations:
         out.append(f"  [{violation['error']}, {violation['action']}] {violation['message']}")
         out.append(f"      at {site_text(violation['site'])}")
         out.append(f"      fix: {violation['fix']}")
-    if not violations:
-        out.append("  (none)")
-    return "\n".join(out)
+    return out
