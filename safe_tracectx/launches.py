@@ -36,7 +36,8 @@ class MixedLaunchError(DataFileError):
 
 def _identity(member: dict[str, Any]) -> dict[str, Any]:
     rank: dict[str, Any] = member["audit"]["rank"]
-    launch = rank.get("launch") if isinstance(rank.get("launch"), dict) else {}
+    given = rank.get("launch")
+    launch: dict[str, Any] = given if isinstance(given, dict) else {}
     identity = {"world_size": rank.get("world_size"), **{key: launch.get(key) for key, _ in _FIELDS[1:]}}
     return identity | {"host": rank.get("host"), "started": launch.get("started")}
 

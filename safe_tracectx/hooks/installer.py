@@ -162,7 +162,7 @@ class Installation:
                     record(error, recorded)
                     found.append((error, action))
                 installation._teardown()
-        for error, action in found:
+        for error, action in sorted(found, key=lambda pair: pair[1] == "raise"):  # every warning before the raise
             carry_out(error, action, in_flight=in_flight)
 
     def _judging_policy(self, inner: list[Installation]) -> Policy:
