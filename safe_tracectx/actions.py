@@ -18,7 +18,7 @@ from safe_tracectx import events
 from safe_tracectx.errors import TraceContextError, TraceContextWarning
 from safe_tracectx.policy import Policy, get_policy
 
-__all__ = ["act", "action_for", "carry_out", "logger", "record"]
+__all__ = ["act", "action_for", "carry_out", "logger", "outcome", "record"]
 
 logger = logging.getLogger("safe_tracectx")
 
@@ -32,6 +32,14 @@ def action_for(error: TraceContextError, policy: Policy | None = None) -> str:
     if error.kind is not None and (own := chosen.action_of_check(error.kind)) is not None:
         return own
     return str(getattr(chosen, check))
+
+
+def outcome(action: str, in_flight: BaseException | None) -> str:
+    """What carrying out ``action`` will do, as the audit records it: under a propagating KeyboardInterrupt (any
+    BaseException that is not an Exception) a raise, warning or log is ``a note on the KeyboardInterrupt``."""
+    if action not in ("ignore", "off") and in_flight is not None and not isinstance(in_flight, Exception):
+        return f"a note on the {type(in_flight).__name__}"
+    return action
 
 
 def record(error: TraceContextError, action: str) -> None:
@@ -93,5 +101,5 @@ def act(
         raise
     if action == "off":  # a trace check switched off: not a finding at all
         return
-    record(error, action)
+    record(error, outcome(action, in_flight))
     carry_out(error, action, in_flight=in_flight)

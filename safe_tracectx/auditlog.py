@@ -24,13 +24,13 @@ from typing import Any, Final
 
 from safe_tracectx import events
 from safe_tracectx.callsite import CallSite, display_path
+from safe_tracectx.documents import AUDIT_SCHEMA as JSON_SCHEMA
+from safe_tracectx.documents import AUDIT_VERSION as JSON_VERSION
 from safe_tracectx.events import Event
 from safe_tracectx.pass_catalog import KINDS, PASSES, phase_label
 
 __all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
 
-JSON_SCHEMA: Final = "safe-tracectx/audit"
-JSON_VERSION: Final = 2
 OTHER: Final = "(outside remat passes)"
 #: Sub-phases (proxies reported under a label of their own inside a pass, by the function that made them or
 #: by a function hooked as a phase) -> the kind of their pass.

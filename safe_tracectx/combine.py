@@ -23,43 +23,40 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
+
+from safe_tracectx.documents import (
+    COMBINED_SCHEMA,
+    COMBINED_VERSION,
+    PYTEST_SCHEMA,
+    DataFileError,
+    pass_runs,
+    per_test_audits,
+    read_document,
+)
 
 __all__ = [
     "COMBINED_SCHEMA",
     "COMBINED_VERSION",
     "DataFileError",
+    "carried_runs",
     "combine",
     "find_divergences",
     "load_members",
     "member_document",
+    "members_of",
     "pass_runs",
     "paused_gc",
 ]
 
-COMBINED_SCHEMA: Final = "safe-tracectx/combined"
-COMBINED_VERSION: Final = 1
-AUDIT_SCHEMA: Final = "safe-tracectx/audit"
-
-
-class DataFileError(ValueError):
-    """A file that is not a safe-tracectx data file (or cannot be read)."""
-
-
-def pass_runs(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """The audit's ``pass_runs``; else the ``jit_traces`` that ``run`` derives from Thunder's kept traces."""
-    runs = document.get("pass_runs") or document.get("jit_traces") or []
-    return [run for run in runs if isinstance(run, dict)]
-
-
 def member_document(document: dict[str, Any], source: str) -> dict[str, Any]:
-    """A combined document's member: the audit document and where it came from (its rank, if any)."""
+    """A combined document's member: the audit document and where it came from (named by its rank, or test, if any)."""
     rank = document.get("rank")
     number = rank.get("rank") if isinstance(rank, dict) else None
-    return {"name": f"rank {number}" if isinstance(number, int) else Path(source).name, "source": source, "audit": document}
+    name = f"rank {number}" if isinstance(number, int) else str(document.get("test") or Path(source).name)
+    return {"name": name, "source": source, "audit": document}
 
 
 @contextlib.contextmanager
@@ -80,16 +77,6 @@ def paused_gc(*, freeze: bool = False) -> Iterator[None]:
             gc.enable()
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeError, ValueError) as error:
-        raise DataFileError(f"cannot read {path}: {error}") from error
-    if not isinstance(document, dict) or document.get("schema") not in (AUDIT_SCHEMA, COMBINED_SCHEMA):
-        raise DataFileError(f"{path} is not a safe-tracectx data file (run --json FILE or --data-file FILE writes one)")
-    return document
-
-
 def _rank_number(member: dict[str, Any]) -> int | None:
     rank = member["audit"].get("rank")
     number = rank.get("rank") if isinstance(rank, dict) else None
@@ -97,7 +84,8 @@ def _rank_number(member: dict[str, Any]) -> int | None:
 
 
 def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> list[dict[str, Any]]:
-    """The members of every file: an audit document is one, a combined document brings its own.
+    """The members of every file (``-``: standard input): an audit document is one, a combined document brings
+    its own, a pytest report one per test.
 
     Without ``all_events``, the raw event stream is dropped as each file is read
     from every member but rank 0 (or, with no ranks, the first file): counts,
@@ -110,8 +98,8 @@ def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> lis
     return members
 
 
-def _load_one(path: Path, members: list[dict[str, Any]], all_events: bool) -> None:
-    document = _read(path)
+def members_of(document: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    """The members a document brings: itself (an audit), its own (a combined one), one per test (a pytest report)."""
     if document["schema"] == COMBINED_SCHEMA:
         found = document.get("members")
         if not isinstance(found, list) or not all(
@@ -119,10 +107,15 @@ def _load_one(path: Path, members: list[dict[str, Any]], all_events: bool) -> No
             and isinstance(m.get("source"), str)
             for m in found
         ):
-            raise DataFileError(f"{path} is a damaged combined file: 'members' must list {{name, source, audit}} entries")
-    else:
-        found = [member_document(document, str(path))]
-    for member in found:
+            raise DataFileError(f"{source} is a damaged combined file: 'members' must list {{name, source, audit}} entries")
+        return found
+    if document["schema"] == PYTEST_SCHEMA:
+        return [member_document(audit, source) for audit in per_test_audits(document, source)]
+    return [member_document(document, source)]
+
+
+def _load_one(path: Path, members: list[dict[str, Any]], all_events: bool) -> None:
+    for member in members_of(read_document(path), str(path)):
         number = _rank_number(member)
         if not all_events and (number > 0 if number is not None else bool(members)):
             member["audit"]["events"] = []
@@ -206,6 +199,12 @@ def find_divergences(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def carried_runs(divergences: list[dict[str, Any]]) -> list[str]:
+    """The pass runs that only carry on an earlier divergence, each once: ``label (run N)`` (a run can differ in
+    several of its output traces)."""
+    return list(dict.fromkeys(f"{d['pass']} (run {d['occurrence'] + 1})" for d in divergences if d.get("carried")))
+
+
 _PARTS: Final = ("symbol", "names", "shapes", "dtypes")
 
 
@@ -230,7 +229,12 @@ def combine(members: list[dict[str, Any]], *, all_events: bool = True) -> dict[s
 
     Without ``all_events`` only the first member keeps its ``events`` (the HTML
     report links the first member's new proxies to their call sites from them).
+    Ranks of different launches are a :class:`~safe_tracectx.launches.MixedLaunchError` naming their files.
     """
+    from safe_tracectx.launches import FIX, MixedLaunchError, launch_problem
+
+    if (problem := launch_problem(members)) is not None:
+        raise MixedLaunchError(f"{problem}; {FIX}")
     members = sorted(members, key=_sort_key)
     if not all_events:
         for member in members[1:]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from safe_tracectx.documents import PYTEST_SCHEMA, PYTEST_VERSION
 from safe_tracectx.policy import PRESETS
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from safe_tracectx.policy import Policy
 
 MODES: Final = tuple(PRESETS)  # strict, lenient, audit
-REPORT_SCHEMA: Final = "safe-tracectx/pytest"
-REPORT_VERSION: Final = 2
 _STATE: Final = pytest.StashKey["_PluginState"]()
 _WORKER_KEY: Final = "safe_tracectx"
 _OWNER: Final = "the pytest plugin"
@@ -254,16 +253,12 @@ def _write_report(state: _PluginState) -> None:
     if state.report_path is None:
         return
     document = {
-        "schema": REPORT_SCHEMA,
-        "version": REPORT_VERSION,
+        "schema": PYTEST_SCHEMA,
+        "version": PYTEST_VERSION,
         "mode": state.mode,
         "tests": dict(sorted(state.tests.items())),
     }
     Path(state.report_path).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -273,14 +268,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     _write_report(state)
     write = terminalreporter.write_line
     terminalreporter.section("safe-tracectx")
+    from safe_tracectx.pytest_report import totals_line
+
     flagged = {nodeid: t for nodeid, t in sorted(state.tests.items()) if t["violations"] or t["leaked_sets"]}
-    proxies = sum(t["counts"].get("proxy_created", 0) for t in state.tests.values())
-    sets = sum(t["counts"].get("trace_set", 0) for t in state.tests.values())
-    write(
-        f"mode {state.mode}: {_plural(len(state.tests), 'test')} audited, {proxies} proxies created, "
-        f"{_plural(sets, 'trace set')}; "
-        f"{_plural(len(flagged), 'test')} with violations"
-    )
+    write(totals_line(state.mode, state.tests.values()))
     for nodeid, test in flagged.items():
         write(nodeid)
         for violation in test["violations"]:

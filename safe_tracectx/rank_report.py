@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from safe_tracectx.combine import pass_runs
+from safe_tracectx.combine import carried_runs, pass_runs
+from safe_tracectx.report import plural
 
 __all__ = ["pass_totals", "render_combined"]
 
@@ -78,15 +79,12 @@ def render_combined(combined: dict[str, Any], *, top: int = 15) -> str:
             out += [f"  [{v.get('error')}, {v.get('action')}] {v.get('message')}" for v in violations[: max(top, 1)]]
     divergences: list[dict[str, Any]] = combined.get("divergences", [])
     out += ["", f"Rank divergence ({len(divergences)})"]
-    carried = []
-    for divergence in divergences:
-        if divergence.get("carried"):
-            carried.append(f"{divergence['pass']} (run {divergence['occurrence'] + 1})")
-            continue
+    for divergence in [d for d in divergences if not d.get("carried")]:
         out.append(f"  [{divergence['error']}] {divergence['message']}")
         out.append(f"      fix: {divergence['fix']}")
+    carried = carried_runs(divergences)
     if carried:
-        out.append(f"  carried on by {len(carried)} later pass runs: {', '.join(dict.fromkeys(carried))}")
+        out.append(f"  carried on by {plural(len(carried), 'later pass run')}: {', '.join(carried)}")
     if not divergences:
         out.append("  (none: every member built the same traces)" if len(members) > 1 else "  (one member: nothing to compare)")
     return "\n".join(out)

@@ -26,10 +26,34 @@ import socket
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["DATA_FILE_PATTERN", "RankEnvironmentError", "RankInfo", "default_data_file", "rank_info", "rank_summary"]
+__all__ = [
+    "DATA_FILE_PATTERN",
+    "Launch",
+    "RankEnvironmentError",
+    "RankInfo",
+    "default_data_file",
+    "launch_of",
+    "rank_info",
+    "rank_summary",
+]
 
 #: The data files ``run`` writes under a distributed launch (``combine`` reads these by default).
 DATA_FILE_PATTERN: Final = ".safe-tracectx.rank*.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """What tells one launch from another, as the launcher's environment says (None: not said).
+
+    ``run_id`` is ``TORCHELASTIC_RUN_ID`` (a fresh id per ``torchrun --standalone``, else the rendezvous id),
+    ``master`` ``MASTER_ADDR:MASTER_PORT``, ``restart`` ``TORCHELASTIC_RESTART_COUNT``, and ``started`` when
+    this node's torchrun agent (the parent process) started, in seconds since the epoch (Linux).
+    """
+
+    run_id: str | None = None
+    master: str | None = None
+    restart: int | None = None
+    started: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +64,7 @@ class RankInfo:
     world_size: int
     local_rank: int
     host: str
+    launch: Launch = Launch()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``"rank"`` object of a data file."""
@@ -84,7 +109,29 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo | None:
             "for a single-process run"
         )
     local_rank = _integer(env, "LOCAL_RANK", 0, "a local rank (an integer >= 0)") if "LOCAL_RANK" in env else rank
-    return RankInfo(rank, world_size, local_rank, socket.gethostname())
+    return RankInfo(rank, world_size, local_rank, socket.gethostname(), launch_of(env))
+
+
+def launch_of(env: Mapping[str, str]) -> Launch:
+    """The launch this process belongs to, from what torchrun (or another launcher) put in the environment."""
+    run_id = env.get("TORCHELASTIC_RUN_ID") or None
+    master = f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}" if env.get("MASTER_ADDR") and env.get("MASTER_PORT") else None
+    restart = env.get("TORCHELASTIC_RESTART_COUNT", "")
+    # under torchrun the parent is this node's agent: every local rank of one launch has the same one
+    started = _process_started(os.getppid()) if run_id is not None else None
+    return Launch(None if run_id == "none" else run_id, master, int(restart) if restart.isdigit() else None, started)
+
+
+def _process_started(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch (None where /proc does not say)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            ticks = int(stat.read().rpartition(")")[2].split()[19])  # field 22, starttime, after the command name
+        with open("/proc/stat", encoding="ascii") as system:
+            boot = next(int(line.split()[1]) for line in system if line.startswith("btime "))
+        return round(boot + ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def default_data_file(info: RankInfo) -> str:
@@ -96,9 +143,10 @@ def rank_summary(document: Mapping[str, Any], info: RankInfo | None, data_file: 
     """One short paragraph per rank, instead of the full report every rank would print."""
     who = "" if info is None else f"rank {info.rank}/{info.world_size} (local {info.local_rank}, {info.host}): "
     counts: Mapping[str, int] = document.get("counts", {})
-    runs = document.get("pass_runs") or document.get("jit_traces") or []
+    from safe_tracectx.documents import pass_runs
+
     lines = [
-        f"[safe-tracectx] {who}{counts.get('proxy_created', 0)} proxies, {len(runs)} pass runs, "
+        f"[safe-tracectx] {who}{counts.get('proxy_created', 0)} proxies, {len(pass_runs(document))} pass runs, "
         f"{len(document.get('violations', []))} violations, {len(document.get('leaked_sets', []))} sets never reset"
     ]
     children: Mapping[str, Any] | None = document.get("child_processes")

@@ -15,9 +15,14 @@ from typing import Any
 
 from safe_tracectx.fx_report import thunderfx_lines
 
-__all__ = ["render_text", "site_text"]
+__all__ = ["balance_lines", "pass_lines", "plural", "render_text", "site_text", "violation_lines"]
 
 _OTHER = "(outside remat passes)"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 test``, ``2 tests``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def site_text(site: dict[str, Any] | None) -> str:
@@ -58,17 +63,9 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
         f"events: {sum(counts.values())} ({kinds}); kept {document.get('kept', 0)}, dropped {document['dropped']}"
     )
 
-    passes: dict[str, dict[str, Any]] = document["passes"]
     out += ["", "Remat passes, Transforms, executors' fusion passes and Thunder's other passes "
             "(each output trace validated with check_trace)"]
-    if not passes:
-        out.append("  (no audited pass ran)")
-    width = min(60, max([28, *map(len, passes)]))
-    for name, stats in sorted(passes.items()):
-        out.append(
-            f"  {name:<{width}} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
-            f"{stats['seconds']:6.2f}s  proxies {stats.get('proxies', 0):>5}  violations {len(stats['violations']):>3}"
-        )
+    out += pass_lines(document["passes"]) or ["  (no audited pass ran)"]
     out += _phase_lines(document)
     out += thunderfx_lines(document)
 
@@ -97,13 +94,7 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
             out.append(f"  {entry['count']:>7}  {site_text(entry['site'])}")
 
     leaked: list[dict[str, Any]] = document["leaked_sets"]
-    out += [
-        "",
-        "Trace set/reset balance",
-        f"  sets {counts.get('trace_set', 0)}, resets {counts.get('trace_reset', 0)}, never reset {len(leaked)}",
-    ]
-    for entry in leaked:
-        out.append(f"  never reset: set_tracectx({entry['trace']}) at {site_text(entry['site'])} [{entry['thread']}]")
+    out += ["", "Trace set/reset balance", *balance_lines(counts, leaked)]
     children: dict[str, Any] | None = document.get("child_processes")
     audited: list[dict[str, Any]] = [] if children is None else children["audited"]
     if children is not None:
@@ -112,16 +103,10 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
         if children["not_audited"]:
             line += f"; {_not_audited(children['not_audited'])}"
         out.append(line)
-
     violations: list[dict[str, Any]] = document["violations"]
     in_children = sum(len(member["audit"]["violations"]) for member in audited)
-    out += ["", f"Violations ({len(violations)}" + (f"; {in_children} in child processes)" if children else ")")]
-    for violation in violations:
-        out.append(f"  [{violation['error']}, {violation['action']}] {violation['message']}")
-        out.append(f"      at {site_text(violation['site'])}")
-        out.append(f"      fix: {violation['fix']}")
-    if not violations:
-        out.append("  (none)")
+    heading = f"Violations ({len(violations)}" + (f"; {in_children} in child processes)" if children else ")")
+    out += ["", heading, *(violation_lines(violations) or ["  (none)"])]
     if children is not None:
         out += _child_lines(children)
     return "\n".join(out)
@@ -142,8 +127,7 @@ def _child_lines(children: dict[str, Any]) -> list[str]:
             f"  {member['name']}: proxies {counts.get('proxy_created', 0)}, sets {counts.get('trace_set', 0)}, "
             f"never reset {len(audit['leaked_sets'])}, violations {len(audit['violations'])}"
         )
-        for entry in audit["leaked_sets"]:
-            out.append(f"    never reset: set_tracectx({entry['trace']}) at {site_text(entry['site'])} [{entry['thread']}]")
+        out += ["  " + line for line in balance_lines({}, audit["leaked_sets"])[1:]]
         for violation in audit["violations"]:
             out.append(f"    [{violation['error']}, {violation['action']}] {violation['message']}")
     if children["not_audited"]:
@@ -151,4 +135,32 @@ def _child_lines(children: dict[str, Any]) -> list[str]:
             f"  {_not_audited(children['not_audited'])}: each ended without writing its data (killed, os._exit "
             "in its own code, or still running when the program ended); their leaks are not in this report"
         )
+    return out
+
+
+def pass_lines(passes: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per audited pass: runs, runs that changed its trace, seconds, proxies, violations."""
+    width = min(60, max([28, *map(len, passes)]))
+    return [
+        f"  {name:<{width}} runs {stats['runs']:>3}  changed its trace {stats['changed']:>3}  "
+        f"{stats['seconds']:6.2f}s  proxies {stats.get('proxies', 0):>5}  violations {len(stats['violations']):>3}"
+        for name, stats in sorted(passes.items())
+    ]
+
+
+def balance_lines(counts: dict[str, int], leaked: list[dict[str, Any]]) -> list[str]:
+    """Sets, resets and sets never reset, with the line of each of those."""
+    out = [f"  sets {counts.get('trace_set', 0)}, resets {counts.get('trace_reset', 0)}, never reset {len(leaked)}"]
+    for entry in leaked:
+        out.append(f"  never reset: set_tracectx({entry['trace']}) at {site_text(entry['site'])} [{entry['thread']}]")
+    return out
+
+
+def violation_lines(violations: list[dict[str, Any]]) -> list[str]:
+    """Each violation: ``[error, action] message``, where, and its fix."""
+    out = []
+    for violation in violations:
+        out.append(f"  [{violation['error']}, {violation['action']}] {violation['message']}")
+        out.append(f"      at {site_text(violation['site'])}")
+        out.append(f"      fix: {violation['fix']}")
     return out

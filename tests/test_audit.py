@@ -154,3 +154,23 @@ def test_to_json_schema_is_documented() -> None:
     assert set(document["events"][0]) == {"kind", "site", "thread", "trace_id", "trace", "pass", "detail"}
     for key in document["events"][0]:
         assert f"`{key}`" in documented, key
+
+
+def test_the_recorded_action_is_what_was_done_with_the_violation() -> None:
+    """One error raises when an installation ends; the others are found with it; under a KeyboardInterrupt, a note."""
+    from safe_tracectx.actions import act
+    from safe_tracectx.errors import UnbalancedContextError
+    from safe_tracectx.hooks import begin
+    from safe_tracectx.policy import STRICT
+
+    outer = begin("outer", STRICT, audit=True)
+    begin("inner", STRICT)  # still running when outer ends
+    set_tracectx(TraceCtx())  # never reset
+    with pytest.raises(UnbalancedContextError, match="was still running when"):
+        outer.end()
+    assert outer.audit_log is not None
+    actions = [v.detail["action"] for v in outer.audit_log.violations]
+    assert actions == ["raise", "found with the raised UnbalancedContextError"]
+    with AuditLog() as log:
+        act(UnbalancedContextError("exited twice", fix="exit once"), policy=STRICT, in_flight=KeyboardInterrupt())
+    assert [v.detail["action"] for v in log.violations] == ["a note on the KeyboardInterrupt"]

@@ -59,6 +59,9 @@ def test_a_leaked_set_is_listed_with_its_line(program: Path, capsys: pytest.Capt
     out = capsys.readouterr().out
     line = textwrap.dedent(PROGRAM).splitlines().index("    set_tracectx(TraceCtx())  # never reset") + 1
     assert f"never reset: set_tracectx(trace" in out and f"program.py:{line} in <module>" in out
+    # found when the program had ended: nothing raised into it (it exited 0), so the report does not say "raise"
+    assert "[UnbalancedContextError, reported at the end] 1 set_tracectx() made under safe-tracectx run" in out
+    assert ", raise]" not in out
 
 
 def test_a_program_that_raises_exits_1_with_its_traceback_and_the_report(

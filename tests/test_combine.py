@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from multirank_docs import BASE, REMAT, audit_document, pass_run, rank_documents, row
+from multirank_docs import BASE, BRANCHED, REMAT, audit_document, pass_run, rank_documents, row
 
 from safe_tracectx.cli import main
 from safe_tracectx.cli.outputs import rank_data_file
@@ -135,3 +135,23 @@ def test_without_all_events_only_the_first_member_keeps_its_events(tmp_path: Pat
     assert slim["members"][1]["audit"]["counts"] == documents[1]["counts"]
     full = combine(load_members(paths))
     assert [len(m["audit"]["events"]) for m in full["members"]] == [1, 1] and full["events"] == "all"
+
+
+def test_the_carried_count_is_of_pass_runs_and_the_combined_count_of_what_is_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = rank_documents(2, branch_on=1)  # rank 1 diverges in fusion; a later pass differs in both its traces
+    for rank, doc in enumerate(docs):
+        later = BRANCHED if rank else REMAT
+        doc["pass_runs"].append(pass_run("after", later, later))
+    first, second = _write(tmp_path, docs)
+    pair = tmp_path / "pair.json"
+    assert main(["combine", str(first), str(second), "-o", str(pair)]) == 0
+    printed = capsys.readouterr().out
+    assert "rank divergence: 3; 1 where it starts, 1 later pass run carrying it on" in printed
+    assert main(["report", str(pair)]) == 0
+    assert "  carried on by 1 later pass run: after (run 1)\n" in capsys.readouterr().out + "\n"
+    third = tmp_path / "later.json"
+    third.write_text(json.dumps(audit_document(None, [])))
+    assert main(["combine", str(pair), str(third), "-o", str(tmp_path / "all.json")]) == 0
+    assert "combined 3 members of 2 data files (rank 0, rank 1, later.json) into" in capsys.readouterr().out

@@ -112,3 +112,20 @@ def test_cli_fix_of_standard_input_prints_the_fixed_source(monkeypatch: pytest.M
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(source)))
     assert main(["--fix", "-"]) == ExitStatus.OK
     assert capsysbinary.readouterr().out == (FIXES / "stc003_out.py").read_bytes()
+
+
+def test_a_set_continued_with_a_backslash_is_fixed_like_one_on_its_own_line() -> None:
+    source = "def f(t):\n    tok = \\\n        set_tracectx(t)\n    g()\n    reset_tracectx(tok)\n"
+    result = fix_source(source)
+    assert result.unfixed == [] and result.fixed == 1
+    assert result.source.endswith("    try:\n        g()\n    finally:\n        reset_tracectx(tok)\n")
+
+
+def test_cli_diff_names_the_lines_of_the_file_as_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--diff writes nothing, so a finding it leaves is named at its line in the file, not in the fixed text."""
+    path = tmp_path / "two.py"
+    path.write_text("def f(t):\n    tok = set_tracectx(t)\n    g()\n    reset_tracectx(tok)\n\n\ndef h(t):\n    set_tracectx(t)\n")
+    assert main(["--diff", str(path)]) == ExitStatus.FINDINGS
+    assert f"{path}:8: STC001 not fixed: the token is not bound to a plain name" in capsys.readouterr().err
+    assert main(["--fix", str(path)]) == ExitStatus.FINDINGS  # the file is the fixed text now: its line
+    assert f"{path}:10: STC001 not fixed: the token is not bound to a plain name" in capsys.readouterr().err

@@ -27,7 +27,8 @@ def add_combine_arguments(parser: argparse.ArgumentParser) -> None:
     """``combine [PATH ...] [-o FILE] [--fail-on-divergence]``."""
     parser.add_argument(
         "paths", nargs="*", metavar="PATH",
-        help="data files, or folders holding .safe-tracectx.rank*.json (default: the current folder)",
+        help="data files (a pytest report brings a member per test), or folders holding "
+        ".safe-tracectx.rank*.json (default: the current folder)",
     )
     parser.add_argument("-o", "--output", default=COMBINED_DEFAULT, metavar="FILE", help=f"default: {COMBINED_DEFAULT}")
     parser.add_argument("--fail-on-divergence", action="store_true", help="exit 1 if the ranks diverge")
@@ -41,7 +42,8 @@ def add_combine_arguments(parser: argparse.ArgumentParser) -> None:
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """``report [DATA.json] [--json] [--top N] [--html DIR]``."""
     parser.add_argument("data_file", nargs="?", default=COMBINED_DEFAULT, metavar="DATA.json",
-                        help=f"a data file, run --json's output, or combine's (default: {COMBINED_DEFAULT})")
+                        help="a data file, run --json's output, combine's, or the pytest plugin's report "
+                        f"(--safe-tracectx-report); -: standard input (default: {COMBINED_DEFAULT})")
     parser.add_argument("--json", action="store_true", help="print the JSON document instead of the text report")
     parser.add_argument("--top", type=int, default=15, metavar="N", help="call sites to list (0: none)")
     parser.add_argument("--html", metavar="DIR", help="write the HTML report into DIR (index.html)")
@@ -62,7 +64,8 @@ def _data_files(paths: list[str]) -> list[Path]:
 def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Merge the data files into one combined document; print what diverged."""
     from safe_tracectx.cli.outputs import write_document
-    from safe_tracectx.combine import DataFileError, combine, load_members, paused_gc
+    from safe_tracectx.combine import DataFileError, carried_runs, combine, load_members, paused_gc
+    from safe_tracectx.report import plural
 
     files = _data_files(args.paths)
     if not files:
@@ -76,16 +79,19 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         except DataFileError as error:
             return usage_error(parser, str(error))
         write_document(combined, args.output, compact=True)
-    divergences = combined["divergences"]
-    names = ", ".join(m["name"] for m in combined["members"])
-    print(f"combined {len(files)} data files ({names}) into {args.output} in {time.perf_counter() - started:.2f}s")
+    divergences, members = combined["divergences"], combined["members"]
+    names = ", ".join(m["name"] for m in members)
+    # a combined file or a pytest report brings several members: the count is of what the list names
+    what = plural(len(files), "data file") if len(members) == len(files) else \
+        f"{plural(len(members), 'member')} of {plural(len(files), 'data file')}"
+    print(f"combined {what} ({names}) into {args.output} in {time.perf_counter() - started:.2f}s")
     world = combined.get("world_size")
-    if world is not None and world != len(combined["members"]):
-        print(f"warning: world size {world}, but {len(combined['members'])} data files", file=sys.stderr)
+    if world is not None and world != len(members):
+        print(f"warning: world size {world}, but {plural(len(members), 'member')}", file=sys.stderr)
     first = [d for d in divergences if not d.get("carried")]
-    carried = len(divergences) - len(first)
+    carried = carried_runs(divergences)
     print(f"rank divergence: {len(divergences)}" + ("" if divergences else " (none)")
-          + (f"; {len(first)} where it starts, {carried} later passes carry it on" if carried else ""))
+          + (f"; {len(first)} where it starts, {plural(len(carried), 'later pass run')} carrying it on" if carried else ""))
     for divergence in first[:20]:
         print(f"  {divergence['message']}")
     if args.fail_on_divergence and divergences:
@@ -106,10 +112,6 @@ _REQUIRED: dict[str, type] = {
 
 def _malformed(document: dict[str, Any]) -> str | None:
     """What is wrong with an audit document's body (None: it can be rendered)."""
-    from safe_tracectx.auditlog import JSON_VERSION
-
-    if document.get("version") != JSON_VERSION:
-        return f"version {document.get('version')!r}, this safe-tracectx reads version {JSON_VERSION}"
     for key, kind in _REQUIRED.items():
         if not isinstance(document.get(key), kind):
             return f"{key!r} is missing or not a {kind.__name__}"
@@ -118,34 +120,47 @@ def _malformed(document: dict[str, Any]) -> str | None:
     return None
 
 
-def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """A data file's report (text, ``--json``, ``--html DIR``); per-rank columns for a combined file."""
-    from safe_tracectx.combine import COMBINED_SCHEMA, DataFileError, load_members
+def _render(document: dict[str, Any], path: str, top: int) -> str:
+    """The text report of an audit, a combined file (a column per member) or a pytest report (a section per test)."""
+    from safe_tracectx.documents import COMBINED_SCHEMA, PYTEST_SCHEMA
+    from safe_tracectx.pytest_report import render_pytest
     from safe_tracectx.rank_report import render_combined
     from safe_tracectx.report import render_text
+
+    if document["schema"] == COMBINED_SCHEMA:
+        return render_combined(document, top=top)
+    if document["schema"] == PYTEST_SCHEMA:
+        return render_pytest(document, path=path)
+    return render_text(document, top=top)
+
+
+def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """A document's report (text, ``--json``, ``--html DIR``): a data file's, per-rank columns for a combined
+    file, a section per test for the pytest plugin's report. ``-`` reads standard input."""
+    from safe_tracectx.combine import combine, members_of
+    from safe_tracectx.documents import AUDIT_SCHEMA, NOUNS, PYTEST_SCHEMA, DataFileError, read_document
 
     if args.top < 0:
         return usage_error(parser, "--top must be >= 0")
     if args.html is not None and (problem := check_folder(args.html)) is not None:
         return usage_error(parser, f"--html: {problem}")
     try:
-        document: dict[str, Any] = json.loads(Path(args.data_file).read_text(encoding="utf-8"))
-        load_members([args.data_file])  # checks the schema
-    except (OSError, UnicodeError, ValueError) as error:
-        if isinstance(error, DataFileError):
-            return usage_error(parser, str(error))
-        return usage_error(parser, f"cannot read {args.data_file}: {error}")
-    combined = document.get("schema") == COMBINED_SCHEMA
-    problem = None if combined else _malformed(document)
+        document = read_document(args.data_file)
+        members = members_of(document, args.data_file)  # a combined file's members and a pytest report's tests checked
+    except DataFileError as error:
+        return usage_error(parser, str(error))
+    problem = _malformed(document) if document["schema"] == AUDIT_SCHEMA else None
     try:
-        text = render_combined(document, top=args.top) if combined else render_text(document, top=args.top)
+        text = _render(document, args.data_file, args.top)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
         problem = problem or f"cannot render it ({type(error).__name__}: {error})"
     if problem is not None:
-        return usage_error(parser, f"{args.data_file} is a damaged safe-tracectx data file: {problem}")
+        return usage_error(parser, f"{args.data_file} is a damaged {NOUNS[document['schema']]}: {problem}")
     print(json.dumps(document, indent=2) if args.json else text)
     if args.html is not None:
         from safe_tracectx.html_report import write_html
 
-        print(f"HTML report written to {write_html(document, args.html)}")
+        # the HTML report reads audits and combined files: a pytest report is given as its tests combined
+        shown = combine(members) if document["schema"] == PYTEST_SCHEMA else document
+        print(f"HTML report written to {write_html(shown, args.html)}")
     return ExitStatus.OK

@@ -23,7 +23,7 @@ import threading
 from types import TracebackType
 from typing import Final
 
-from safe_tracectx.actions import action_for, carry_out, record
+from safe_tracectx.actions import action_for, carry_out, outcome, record
 from safe_tracectx.auditlog import AuditLog
 from safe_tracectx.callsite import CallSite, find_call_site
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 _BARE: Final = "install()"
+#: The action recorded for what an ending installation found that its owner reports instead of raising.
+REPORTED_AT_END: Final = "reported at the end"
 _stack: Final[list[Installation]] = []
 _patches: Final[list[patching.Patch]] = []
 #: Starting and ending installations from several threads at once: the first start patches, the last end restores.
@@ -126,10 +128,12 @@ class Installation:
             )
         return errors
 
-    def end(self, *, in_flight: BaseException | None = None) -> None:
+    def end(self, *, in_flight: BaseException | None = None, raising: bool = True) -> None:
         """End this installation and the inner ones its thread still runs (reported); remove the hooks if last.
 
         A KeyboardInterrupt (or other BaseException) propagating where it is ended is never replaced.
+        The first violation the policy raises is raised (the others are recorded as found with it);
+        ``raising=False``: none is, the owner reports them (``run``, once the program has ended).
         """
         if in_flight is None:
             in_flight = sys.exc_info()[1]
@@ -137,7 +141,8 @@ class Installation:
             raise UnbalancedContextError(
                 f"{self!r} was ended a second time (or never started)", fix=FIXES["install"], site=find_call_site()
             )
-        found: list[TraceContextError] = []
+        found: list[tuple[TraceContextError, str]] = []
+        raised: TraceContextError | None = None
         with _lock:
             inner = [i for i in _stack[_stack.index(self) + 1 :] if i.thread == self.thread]
             judge = self._judging_policy(inner)
@@ -145,11 +150,20 @@ class Installation:
                 errors: list[TraceContextError] = [] if installation is self else [self._ended_inside(installation)]
                 errors += installation._finish()
                 for error in errors:  # while the audits of this and the enclosing installations still listen
-                    record(error, action_for(error, judge))
+                    action = action_for(error, judge)
+                    recorded = outcome(action, in_flight)
+                    if recorded == "raise" and not raising:
+                        record(error, REPORTED_AT_END)  # the owner's report shows it
+                        continue
+                    if recorded == "raise" and raised is not None:  # one error raises: the rest come with it
+                        record(error, f"found with the raised {type(raised).__name__}")
+                        continue
+                    raised = error if recorded == "raise" else raised
+                    record(error, recorded)
+                    found.append((error, action))
                 installation._teardown()
-                found += errors
-        for error in found:
-            carry_out(error, action_for(error, judge), in_flight=in_flight)
+        for error, action in sorted(found, key=lambda pair: pair[1] == "raise"):  # every warning before the raise
+            carry_out(error, action, in_flight=in_flight)
 
     def _judging_policy(self, inner: list[Installation]) -> Policy:
         """What judges the end: a use_policy block, else this installation's policy, else the default

@@ -29,7 +29,7 @@ from safe_tracectx.lint.runner import lint_source, parse_source
 if TYPE_CHECKING:
     import libcst as cst
 
-__all__ = ["FIXABLE", "FixResult", "diff", "fix_source"]
+__all__ = ["FIXABLE", "FixResult", "diff", "fix_source", "line_before"]
 
 FIXABLE = frozenset({"STC001", "STC002", "STC003"})
 _MAX_PASSES = 8
@@ -168,3 +168,20 @@ def diff(path: str, before: str, after: str) -> str:
     """A unified diff of one file's fix (empty when nothing changed)."""
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}")
     return "".join(lines)
+
+
+def line_before(before: str, after: str, line: int) -> int:
+    """The line of ``before`` that line ``line`` of the fixed ``after`` was (a fix re-indents and inserts lines).
+
+    Lines are matched ignoring their indentation; a line the fix added maps to the line before it.
+    """
+    old = [text.strip() for text in before.splitlines()]
+    new = [text.strip() for text in after.splitlines()]
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    found = 0
+    for old_start, new_start, size in matcher.get_matching_blocks():
+        if new_start + size < line:
+            found = old_start + size  # the last line of before matched above ``line``
+        elif new_start < line:
+            return old_start + (line - 1 - new_start) + 1
+    return max(found, 1)

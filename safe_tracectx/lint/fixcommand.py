@@ -55,7 +55,7 @@ def _say(text: str) -> None:
 def _fix_one(name: str, data: bytes, codes: frozenset[str], args: argparse.Namespace, tally: _Tally) -> bytes | None:
     """Fix one file's bytes; the new bytes, or None when unchanged. Syntax and decoding errors
     (STC901-STC903) are printed for ``--diff`` and standard input (a lint of the file follows otherwise)."""
-    from safe_tracectx.lint.fix import diff, fix_source
+    from safe_tracectx.lint.fix import diff, fix_source, line_before
 
     problems = lint_bytes(data, name, codes=codes & _PROBLEMS)
     if problems:
@@ -76,8 +76,9 @@ def _fix_one(name: str, data: bytes, codes: frozenset[str], args: argparse.Names
         _say(f"{name}: not fixed: internal error {type(error).__name__}: {error}")
         tally.left = True
         return None
-    for left in result.unfixed:
-        _say(f"{name}:{left.line}: {left.code} not fixed: {left.reason}")
+    for left in result.unfixed:  # --diff leaves the file as it was: name its lines, not the fixed text's
+        line = line_before(source, result.source, left.line) if args.diff else left.line
+        _say(f"{name}:{line}: {left.code} not fixed: {left.reason}")
     tally.left = tally.left or bool(result.unfixed)
     if new is not None:
         tally.fixed += result.fixed

@@ -183,8 +183,12 @@ def plan(tree: ast.Module, findings: Sequence[tuple[int, str]]) -> tuple[list[Ed
     where: dict[int, tuple[list[ast.stmt], int, ast.AST, str]] = {}
     for block, owner, field in _blocks(tree):
         for index, stmt in enumerate(block):
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and (stmt.lineno not in where or _calls_set(stmt)):
-                where[stmt.lineno] = (block, index, owner, field)  # on a line of several, the set's statement
+            if not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)):
+                continue
+            # every line of the statement: a set continued with a backslash is found on a later line
+            for number in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
+                if number not in where or _calls_set(stmt):
+                    where[number] = (block, index, owner, field)  # on a line of several, the set's statement
     edits: list[Edit] = []
     unfixed: list[Unfixed] = []
     scopes = _scopes(tree) if findings else {}
