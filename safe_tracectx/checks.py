@@ -229,9 +229,10 @@ def _check_region(region: Any, index: int, add: Any) -> None:
 def region_name_clashes(trace: TraceCtx) -> list[Violation]:
     """Names computed in more than one fusion region of ``trace``: what fusion rematerialization, which finds a
     value's producer and consumers by its name, needs never to happen in the trace it is given; reads only."""
-    first: dict[str, str] = {}
+    first: dict[str, tuple[str, Any]] = {}  # name -> (region, the computation that defined it there)
     found: list[Violation] = []
     reported: set[str] = set()
+    backward = _reads_cotangents(trace.bound_symbols)
     for index, bsym in enumerate(trace.bound_symbols):
         if not getattr(bsym.sym, "is_fusion", False):
             continue
@@ -239,16 +240,49 @@ def region_name_clashes(trace: TraceCtx) -> list[Violation]:
         for sub in bsym.subsymbols:
             for proxy in proxy_outs(sub):
                 name = proxy.name
-                earlier = first.setdefault(name, where)
-                if earlier != where and name not in reported:
-                    reported.add(name)
-                    found.append(Violation(
-                        "fusion-name-clash", name,
-                        f"{name} is computed in two fusion regions, {earlier} and {where}: rematerialization, "
-                        "which takes a name to mean one value, would take one for the other",
-                        where,
-                    ))
+                earlier, computation = first.setdefault(name, (where, _computation(sub)))
+                if earlier == where or name in reported:
+                    continue
+                # In a joint trace not yet split, a backward region recomputing a forward value under its name
+                # (RECOMPUTE_IN_BACKWARD) defines it on its own side of the split: one value in each program.
+                if index in backward and computation == _computation(sub):
+                    continue
+                reported.add(name)
+                found.append(Violation(
+                    "fusion-name-clash", name,
+                    f"{name} is computed in two fusion regions, {earlier} and {where}: rematerialization, "
+                    "which takes a name to mean one value, would take one for the other",
+                    where,
+                ))
     return found
+
+
+def _reads_cotangents(bsyms: list[Any]) -> set[int]:
+    """The indices of the bound symbols that compute from a cotangent (a ``get_grad`` output): the backward side
+    of a joint trace before the split."""
+    derived: set[str] = set()
+    found: set[int] = set()
+    for index, bsym in enumerate(bsyms):
+        if getattr(bsym.sym, "name", "") == "get_grad":
+            derived.update(p.name for p in proxy_outs(bsym))
+        elif any(p.name in derived for p in proxy_args(bsym)):
+            found.add(index)
+            derived.update(p.name for p in proxy_outs(bsym))
+    return found
+
+
+def _computation(bsym: Any) -> tuple[Any, ...]:
+    """What a bound symbol computes, by names: its symbol, and its arguments with each proxy as its name."""
+    def by_name(value: Any) -> Any:
+        if isinstance(value, Proxy):
+            return ("proxy", value.name)
+        if isinstance(value, tuple | list):
+            return tuple(map(by_name, value))
+        if isinstance(value, dict):
+            return tuple(sorted((str(k), by_name(v)) for k, v in value.items()))
+        return repr(value)
+
+    return getattr(bsym.sym, "id", None), by_name(bsym.args), by_name(bsym.kwargs)
 
 
 def names_used(trace: TraceCtx) -> dict[str, str]:

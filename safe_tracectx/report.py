@@ -21,8 +21,10 @@ _OTHER = "(outside remat passes)"
 
 
 def plural(count: int, noun: str) -> str:
-    """``1 test``, ``2 tests``."""
-    return f"{count} {noun}" + ("" if count == 1 else "s")
+    """``1 test``, ``2 tests``, ``2 proxies``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{count} {noun}s"
 
 
 def site_text(site: dict[str, Any] | None) -> str:

@@ -212,6 +212,28 @@ def test_a_running_compilation_keeps_its_steps_traces_until_it_ends() -> None:
     assert alive() is None and compilation.steps[0].ref() is None
 
 
+def test_compiles_in_a_loop_keep_at_most_the_last_compilations_traces() -> None:
+    """The next call of Thunder's jitted function may get the frame address of the call that ended: the ended
+    compilation is let go when the next one starts there, not kept as an outer one with its traces."""
+    import gc
+
+    from safe_tracectx.hooks import compilation as compilations
+
+    seen = []
+    with installed(STRICT):
+        for size in range(1, 6):
+            jitted = thunder.jit(lambda x: torch.nn.functional.gelu(x * 2).sum())
+            jitted(torch.randn(size, 3, requires_grad=True)).backward()
+            seen.append(compilations._current.get())
+            del jitted
+            gc.collect()
+        chain, compilation = 0, compilations._current.get()
+        while compilation is not None:
+            chain, compilation = chain + 1, compilation.outer
+        assert chain <= 1
+        assert [c._kept for c in seen[:-1] if c is not None] == [None] * 4
+
+
 def test_a_finished_compilation_keeps_nothing_of_its_call_alive() -> None:
     """After the jitted call returns, its compilation holds no frame: the call's arguments are freed."""
     import gc
@@ -230,3 +252,20 @@ def test_a_finished_compilation_keeps_nothing_of_its_call_alive() -> None:
         gc.collect()
         assert alive() is None
         assert compilations.current() is None  # ended when its call returned
+
+
+def test_a_working_mlp_with_torch_compile_ex_and_a_backward_passes_strict() -> None:
+    """Its joint trace has the backward region recompute GELU's intermediates under their forward names (Thunder
+    0.2.6): no fusion-name-clash, as the program computes what eager PyTorch does."""
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8))
+    x = torch.randn(4, 8, requires_grad=True)
+    mlp(x).sum().backward()
+    expected, x.grad = x.grad, None
+    jitted = thunder.jit(mlp, executors=[torch_compile_ex, *thunder.get_default_executors()])
+    with stc.audit() as log, installed(STRICT):
+        jitted(x).sum().backward()
+    assert log.violations == []
+    torch.testing.assert_close(x.grad, expected)

@@ -287,6 +287,21 @@ def test_names_computed_in_two_regions_are_refused_to_rematerialization() -> Non
     assert check_trace(trace) == []  # a region's names are its own function's locals: fine in the program
 
 
+def test_a_backward_region_recomputing_a_forward_value_under_its_name_is_no_clash_before_the_split() -> None:
+    """torch_compile_ex's joint trace (Thunder 0.2.6): the backward region recomputes the forward's x0 from the
+    same names; the split gives each side its own definition. Computed otherwise, it is a clash."""
+    for recomputed, clashes in ((prims.neg, False), (prims.exp, True)):
+        trace, (a,) = _trace("a")
+        (x0, out0, g, out1) = _made(trace, "x0", "o0", "g", "o1")
+        trace.bound_symbols += [
+            _fusion("Fusion0", (a,), out0, [prims.neg.bind(a, output=x0), prims.add.bind(x0, a, output=out0)]),
+            prims.get_grad.bind(out0, output=g),
+            _fusion("Fusion1", (a, g), out1, [recomputed.bind(a, output=x0), prims.mul.bind(x0, g, output=out1)]),
+        ]
+        _returning(trace, out1)
+        assert _kinds(region_name_clashes(trace)) == ({("fusion-name-clash", "x0")} if clashes else set())
+
+
 def test_a_callee_the_program_cannot_name() -> None:
     trace, (a,) = _trace("a")
     (b, c, d) = _made(trace, "b", "c", "d")

@@ -72,6 +72,20 @@ def test_force_exclude_skips_named_paths_that_pyproject_excludes_as_ruff_does(
     assert report(capsys, "--force-exclude", *named)[1] == ["build/lib/a.py", "src/a.py", "tests/test_a.py"]
 
 
+def test_force_exclude_does_not_skip_a_file_outside_the_project_for_its_parents_names(
+    project: Path, capsys: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Excludes are of the project: a named file elsewhere, under a `.cache` or `build` folder, is checked; one
+    whose own name is excluded is not."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / ".cache" / "build"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "z.py").write_text(BAD)
+    (elsewhere / "gen.py").write_text(BAD)
+    (project / "pyproject.toml").write_text('[tool.safe-tracectx]\nextend-exclude = ["gen.py"]\n')
+    named = str(elsewhere / "z.py")
+    assert report(capsys, "--force-exclude", named, str(elsewhere / "gen.py"))[1] == [Path(named).as_posix()]
+
+
 def test_the_pre_commit_hook_skips_the_files_pyproject_excludes(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """pre-commit names every staged file: the hook forces the excludes, so `lint .` and the hook agree."""
     (project / "pyproject.toml").write_text('[tool.safe-tracectx]\nextend-exclude = ["gen"]\n')

@@ -235,6 +235,12 @@ def start(*, frame: FrameType | None = None) -> Compilation:
     if outer is None and (replaced := _current.get()) is not None:
         replaced.release()
     compilation = Compilation(_outermost_thunder_frame(frame) if frame is not None else None, outer)
+    # An ended call's frame address is reused by the next call of the same function (a loop of compiles), so an
+    # ended compilation can look running: one with the new one's very extent has ended (a compile inside a
+    # Transform of another runs in another outermost call).
+    while outer is not None and outer.extent is not None and outer.extent == compilation.extent:
+        outer.release()
+        outer = compilation.outer = outer.outer
     _current.set(compilation)
     return compilation
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from safe_tracectx.html_report.model import Listed, Report
 from safe_tracectx.html_report.page import esc, page, site_label, table
-from safe_tracectx.report import site_text
+from safe_tracectx.report import plural, site_text
 
 __all__ = ["NAV", "render_index", "render_sites", "violation_html"]
 
@@ -53,9 +53,9 @@ def _passes_table(report: Report) -> str:
             if run is None:
                 cells.append('<td class="muted">did not run</td>')
                 continue
-            text = f"{float(run.get('seconds') or 0):.3f}s, {int(run.get('proxies') or 0)} proxies"
+            text = f"{float(run.get('seconds') or 0):.3f}s, {plural(int(run.get('proxies') or 0), 'proxy')}"
             if run.get("violations"):
-                text += f", {len(run['violations'])} violations"
+                text += f", {plural(len(run['violations']), 'violation')}"
             cells.append(f'<td class="num">{esc(text)}</td>')
         rows.append(cells)
         classes.append("diverges" if key in diverged else ("violation" if any(

@@ -83,8 +83,17 @@ def not_excluded(paths: Sequence[str], exclude: Sequence[str], *, root: Path | N
 
         >>> not_excluded(["build/x.py", "src/y.py", "-"], ("build",))
         ['src/y.py', '-']
+        >>> not_excluded(["/elsewhere/build/z.py"], ("build",), root=Path("/project"))
+        ['/elsewhere/build/z.py']
     """
-    return [path for path in paths if path == "-" or not matches(relative_posix(path, root), exclude)]
+    return [path for path in paths if path == "-" or not _excluded(relative_posix(path, root), exclude)]
+
+
+def _excluded(relative: str, exclude: Sequence[str]) -> bool:
+    """A path outside the project (left absolute) is matched by its own name only: the names of the folders
+    above the project (``~/.cache``, a ``build/`` checkout) exclude nothing."""
+    outside = PurePosixPath(relative).is_absolute()
+    return matches(relative, exclude, below=PurePosixPath(relative).name if outside else None)
 
 
 def _kind(mode: int) -> str:
