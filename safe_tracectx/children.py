@@ -137,9 +137,9 @@ class _AuditedChild:
         log = self.installation.audit_log
         assert log is not None
         try:
-            self.installation.end()
+            self.installation.end(raising=False)  # recorded as violations, "reported at the end", as run's own
         except TraceContextError:
-            pass  # recorded as a violation: the parent's report shows it
+            pass  # a warning turned into an error by the program's filters: recorded all the same
         except Exception as error:  # noqa: BLE001 - no data written: the parent counts it as not audited
             print(f"safe-tracectx: {self.about['name']} is not audited: {type(error).__name__}: {error}", file=sys.stderr)
             return

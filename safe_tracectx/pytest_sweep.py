@@ -142,6 +142,11 @@ class _RunsInFreshPytest:
         args = _without_paths(config, list(config.invocation_params.args))
         _, _, inside = self.item.nodeid.partition("::")
         args.append(str(self.item.path) + (f"::{inside}" if inside else ""))
+        # the one path named could give the run another rootdir (node ids are relative to it): keep this one's
+        if not getattr(config.option, "rootdir", None):
+            args.append(f"--rootdir={config.rootpath}")
+        if config.inipath is not None and not getattr(config.option, "inifilename", None):
+            args += ["-c", str(config.inipath)]
         args.append(f"--basetemp={self.folder / 'tmp'}")  # pytest empties it: never the user's, in use by the test
         if config.pluginmanager.hasplugin("cacheprovider"):  # nor the user's last-failed tests
             args += ["-o", f"cache_dir={self.folder / 'cache'}"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from safe_tracectx.combine import carried_runs, pass_runs
-from safe_tracectx.report import plural
+from safe_tracectx.report import child_lines, plural
 
 __all__ = ["pass_totals", "render_combined"]
 
@@ -77,6 +77,10 @@ def render_combined(combined: dict[str, Any], *, top: int = 15) -> str:
         if violations:
             out += ["", f"Violations of {member['name']} ({len(violations)})"]
             out += [f"  [{v.get('error')}, {v.get('action')}] {v.get('message')}" for v in violations[: max(top, 1)]]
+    for member in members:
+        children = member["audit"].get("child_processes")
+        if isinstance(children, dict):
+            out += child_lines(children, of=f" of {member['name']}")
     divergences: list[dict[str, Any]] = combined.get("divergences", [])
     out += ["", f"Rank divergence ({len(divergences)})"]
     for divergence in [d for d in divergences if not d.get("carried")]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from safe_tracectx.fx_report import thunderfx_lines
 
-__all__ = ["balance_lines", "pass_lines", "plural", "render_text", "site_text", "violation_lines"]
+__all__ = ["balance_lines", "child_lines", "pass_lines", "plural", "render_text", "site_text", "violation_lines"]
 
 _OTHER = "(outside remat passes)"
 
@@ -108,9 +108,9 @@ def render_text(document: dict[str, Any], *, top: int = 15) -> str:
     violations: list[dict[str, Any]] = document["violations"]
     in_children = sum(len(member["audit"]["violations"]) for member in audited)
     heading = f"Violations ({len(violations)}" + (f"; {in_children} in child processes)" if children else ")")
-    out += ["", heading, *(violation_lines(violations) or ["  (none)"])]
+    out += ["", heading, *(violation_lines(violations) or ["  (none in this process)" if children else "  (none)"])]
     if children is not None:
-        out += _child_lines(children)
+        out += child_lines(children)
     return "\n".join(out)
 
 
@@ -118,10 +118,11 @@ def _not_audited(count: int) -> str:
     return f"{count} child process{' was' if count == 1 else 'es were'} not audited"
 
 
-def _child_lines(children: dict[str, Any]) -> list[str]:
-    """Each child process's counts, sets never reset and violations; and how many were not audited."""
+def child_lines(children: dict[str, Any], of: str = "") -> list[str]:
+    """Each child process's counts, sets never reset and violations; and how many were not audited (``of``: whose
+    children, in a combined report)."""
     audited: list[dict[str, Any]] = children["audited"]
-    out = ["", f"Child processes ({len(audited)} audited, {children['not_audited']} not audited)"]
+    out = ["", f"Child processes{of} ({len(audited)} audited, {children['not_audited']} not audited)"]
     for member in audited:
         audit = member["audit"]
         counts = audit["counts"]

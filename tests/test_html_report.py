@@ -424,6 +424,35 @@ def test_a_folder_written_before_the_manifest_loses_its_stale_pages_only(tmp_pat
     _links_resolve(folder)
 
 
+def test_a_folder_of_the_users_files_is_refused_and_a_link_is_replaced_never_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safe_tracectx.html_report import ReportFolderError
+
+    document = audit_document(None, [pass_run("fusion", BASE)])
+    precious = tmp_path / "precious.html"
+    precious.write_text("precious")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("MY INDEX")
+    (mine / "pass-001.html").symlink_to(precious)
+    with pytest.raises(ReportFolderError, match="index.html, pass-001.html, which no safe-tracectx report wrote"):
+        write_html(document, mine)
+    assert (mine / "index.html").read_text() == "MY INDEX" and precious.read_text() == "precious"
+    assert sorted(p.name for p in mine.iterdir()) == ["index.html", "pass-001.html"]  # nothing written
+    data = tmp_path / "audit.json"
+    data.write_text(json.dumps(document))
+    assert main(["report", str(data), "--html", str(mine)]) == 2
+    assert "which no safe-tracectx report wrote there" in capsys.readouterr().err
+
+    ours = tmp_path / "ours"
+    write_html(document, ours)
+    (ours / "pass-001.html").unlink()
+    (ours / "pass-001.html").symlink_to(precious)  # a name the report wrote, now a link
+    write_html(document, ours)
+    assert precious.read_text() == "precious" and not (ours / "pass-001.html").is_symlink()
+
+
 def test_a_violation_of_a_pass_that_ran_twice_says_its_run_is_not_recorded(tmp_path: Path) -> None:
     document = audit_document(None, [pass_run("fusion", BASE), pass_run("fusion", BASE)])
     entry = {"pass": "fusion", "error": "NameClashError", "action": "warn", "message": "t0 is taken while naming",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -453,6 +454,21 @@ def test_the_pytest_option_without_thunder_is_a_usage_error(pytester: pytest.Pyt
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--safe-tracectx-sweep needs lightning-thunder and torch (torch, thunder not installed)" in result.stderr.str()
     assert 'pip install "safe-tracectx[thunder]"' in result.stderr.str()
+
+
+def test_the_pytest_option_keeps_the_rootdir_that_names_the_test(pytester: pytest.Pytester) -> None:
+    """Two folders named from inside one, no ini file: the rootdir is their parent, and the run, given only the
+    one test's path, would take that test's folder for it (and not find the node id)."""
+    for folder in ("a", "b"):
+        pytester.mkpydir(folder).joinpath(f"test_{folder}.py").write_text(
+            "from thunder.core.trace import TraceCtx, tracectx\n\n"
+            f"def test_{folder}():\n    with tracectx(TraceCtx()):\n        pass\n"
+        )
+    os.chdir(pytester.path / "a")
+    result = pytester.runpytest_subprocess(
+        "test_a.py", "../b/test_b.py", "-k", "test_a", "--safe-tracectx-sweep", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, deselected=1)
 
 
 def test_the_pytest_option_runs_the_test_again_with_the_options_it_was_given(pytester: pytest.Pytester) -> None:

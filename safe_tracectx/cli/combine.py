@@ -158,9 +158,12 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         return usage_error(parser, f"{args.data_file} is a damaged {NOUNS[document['schema']]}: {problem}")
     print(json.dumps(document, indent=2) if args.json else text)
     if args.html is not None:
-        from safe_tracectx.html_report import write_html
+        from safe_tracectx.html_report import ReportFolderError, write_html
 
         # the HTML report reads audits and combined files: a pytest report is given as its tests combined
         shown = combine(members) if document["schema"] == PYTEST_SCHEMA else document
-        print(f"HTML report written to {write_html(shown, args.html)}")
+        try:
+            print(f"HTML report written to {write_html(shown, args.html)}")
+        except ReportFolderError as refused:
+            return usage_error(parser, str(refused))
     return ExitStatus.OK

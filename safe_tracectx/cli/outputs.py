@@ -175,10 +175,12 @@ def finish_run(
     elif target is not None:
         print(f"data file written to {target}", file=notes)
     if html_dir is not None:
-        from safe_tracectx.html_report import write_html
+        from safe_tracectx.html_report import ReportFolderError, write_html
 
         folder = html_dir if info is None else str(Path(html_dir) / f"rank{info.rank}")
-        index = write_html(document, folder)
-        print(f"HTML report written to {index}", file=notes)
+        try:
+            print(f"HTML report written to {write_html(document, folder)}", file=notes)
+        except ReportFolderError as refused:  # the program has run: its status stands, the report is not written
+            print(f"safe-tracectx: error: no HTML report: {refused}", file=notes)
     out.flush()  # now, not at exit: a reader that went away is then no error of Python's
     notes.flush()

@@ -103,13 +103,25 @@ def _script_globals() -> list[Any]:
     holds (a worker's ``set_tracectx`` would stay unhooked)."""
     found: dict[int, Any] = {}
     for module in {id(m): m for m in (sys.modules.get("__main__"), sys.modules.get("__mp_main__")) if m}.values():
-        for value in list(vars(module).values()):
-            if isinstance(value, FunctionType) and value.__module__ == module.__name__:
-                namespace = value.__globals__
-                if namespace is not vars(module) and id(namespace) not in found:
-                    found[id(namespace)] = holder = _Namespace()
-                    holder.__dict__ = namespace
+        for function in _script_functions(module):
+            namespace = function.__globals__
+            if namespace is not vars(module) and id(namespace) not in found:
+                found[id(namespace)] = holder = _Namespace()
+                holder.__dict__ = namespace
     return list(found.values())
+
+
+def _script_functions(module: Any) -> Iterable[FunctionType]:
+    """The functions the script defines: at its top level, and the methods of its classes (a ``Process``
+    subclass may be all a script defines)."""
+    for value in list(vars(module).values()):
+        if isinstance(value, FunctionType) and value.__module__ == module.__name__:
+            yield value
+        elif isinstance(value, type) and value.__module__ == module.__name__:
+            for member in list(vars(value).values()):
+                member = getattr(member, "__func__", member)  # a staticmethod's or classmethod's function
+                if isinstance(member, FunctionType):
+                    yield member
 
 
 def _modules() -> list[Any]:

@@ -18,15 +18,17 @@ from typing import Any
 
 from safe_tracectx.html_report.model import build
 from safe_tracectx.html_report.overview import render_index, render_sites
-from safe_tracectx.html_report.owned_files import owned, record_owned, remove_stale
+from safe_tracectx.html_report.owned_files import ReportFolderError, check_writable, owned, record_owned, remove_stale, write_file
 from safe_tracectx.html_report.page import STYLE
 from safe_tracectx.html_report.traces import render_pass
 
-__all__ = ["write_html"]
+__all__ = ["ReportFolderError", "write_html"]
 
 
 def write_html(document: dict[str, Any], folder: str | Path) -> Path:
-    """Write the report's files into ``folder`` (created if needed); the path of ``index.html``."""
+    """Write the report's files into ``folder`` (created if needed); the path of ``index.html``. A folder holding
+    a file of the user's under a name the report writes is refused (``ReportFolderError``) before anything is
+    written."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     report = build(document)
@@ -36,8 +38,9 @@ def write_html(document: dict[str, Any], folder: str | Path) -> Path:
     }
     for key in report.keys:
         pages[report.page_of(key)] = functools.partial(render_pass, report, key)
+    check_writable(out, before, list(pages))
     for name, render in pages.items():
-        (out / name).write_text(render(), encoding="utf-8")
+        write_file(out / name, render())
     remove_stale(out, before, list(pages))  # an earlier, bigger run's pages, never another file
     record_owned(out, list(pages))
     return out / "index.html"

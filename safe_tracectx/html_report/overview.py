@@ -8,7 +8,7 @@ from typing import Any
 
 from safe_tracectx.html_report.model import Listed, Report
 from safe_tracectx.html_report.page import esc, page, site_label, table
-from safe_tracectx.report import plural, site_text
+from safe_tracectx.report import child_lines, plural, site_text
 
 __all__ = ["NAV", "render_index", "render_sites", "violation_html"]
 
@@ -118,8 +118,20 @@ def render_index(report: Report) -> str:
         f"<h2>Passes</h2>{_passes_table(report)}"
         f'<h2 id="divergence">Rank divergence ({len(report.divergences)})</h2>{_divergences(report)}'
         f"<h2>Violations</h2>{_violations(report)}"
+        f"{_child_processes(report)}"
     )
     return page("safe-tracectx report", body, nav=NAV)
+
+
+def _child_processes(report: Report) -> str:
+    """Each member's child processes (``run``'s multiprocessing workers), as the text report has them."""
+    parts = []
+    for member in report.members:
+        children = member["audit"].get("child_processes")
+        if isinstance(children, dict):
+            title, *lines = child_lines(children, of=f" of {member['name']}")[1:]
+            parts.append(f"<h2>{esc(title)}</h2><pre>{esc(chr(10).join(lines))}</pre>")
+    return "".join(parts)
 
 
 def _source_line(site: dict[str, Any]) -> str:

@@ -15,17 +15,22 @@ removes the pages of an earlier run and never a file of the user's.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Final
 
-__all__ = ["MANIFEST", "owned", "record_owned", "remove_stale"]
+__all__ = ["MANIFEST", "ReportFolderError", "check_writable", "owned", "record_owned", "remove_stale", "write_file"]
 
 MANIFEST: Final = ".safe-tracectx-html.json"
 _SCHEMA: Final = "safe-tracectx/html-files"
 #: A folder written before the manifest existed: its index.html says so, and its pages are named like this.
 _OLD_INDEX: Final = "<title>safe-tracectx report</title>"
 _OLD_PAGE: Final = re.compile(r"pass-\d{3,}\.html")
+
+
+class ReportFolderError(FileExistsError):
+    """The folder holds files of the user's under names the report would write."""
 
 
 def _plain(name: object) -> bool:
@@ -47,7 +52,27 @@ def owned(folder: Path) -> set[str]:
         written_by_us = _OLD_INDEX in (folder / "index.html").read_text(encoding="utf-8", errors="replace")
     except OSError:  # no index.html: nothing there is ours
         return set()
-    return {path.name for path in folder.iterdir() if written_by_us and _OLD_PAGE.fullmatch(path.name)}
+    if not written_by_us:
+        return set()
+    return {path.name for path in folder.iterdir()
+            if _OLD_PAGE.fullmatch(path.name) or path.name in ("index.html", "sites.html", "style.css")}
+
+
+def check_writable(folder: Path, before: set[str], names: list[str]) -> None:
+    """Refuse, before writing anything, to replace a file of the user's (one the report did not write there)."""
+    theirs = [name for name in names if name not in before and os.path.lexists(folder / name)]
+    if theirs:
+        raise ReportFolderError(
+            f"{folder} holds {', '.join(theirs)}, which no safe-tracectx report wrote there: the report would "
+            "replace them; write it into an empty folder (or one it wrote before), or move those files away"
+        )
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write ``path`` whole, through a temporary file: a symbolic link there is replaced, never written through."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def remove_stale(folder: Path, before: set[str], written: list[str]) -> None:
@@ -60,4 +85,4 @@ def remove_stale(folder: Path, before: set[str], written: list[str]) -> None:
 
 def record_owned(folder: Path, written: list[str]) -> None:
     """The manifest: ``written`` are the report's files."""
-    (folder / MANIFEST).write_text(json.dumps({"schema": _SCHEMA, "files": written}, indent=1) + "\n", encoding="utf-8")
+    write_file(folder / MANIFEST, json.dumps({"schema": _SCHEMA, "files": written}, indent=1) + "\n")
