@@ -453,7 +453,7 @@ def test_the_pytest_option_without_thunder_is_a_usage_error(pytester: pytest.Pyt
     result = pytester.runpytest_subprocess("--safe-tracectx-sweep", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--safe-tracectx-sweep needs lightning-thunder and torch (torch, thunder not installed)" in result.stderr.str()
-    assert 'pip install "safe-tracectx[thunder]"' in result.stderr.str()
+    assert "pip install 'lightning-thunder>=0.2.1,<0.3'" in result.stderr.str()
 
 
 def test_the_pytest_option_keeps_the_rootdir_that_names_the_test(pytester: pytest.Pytester) -> None:
