@@ -25,11 +25,12 @@ import torch
 from bench_stats import Samples, cpu_timeit, run_rounds
 from nanogpt_compile import compile_once, installation
 
-from safe_tracectx import events, tracectx
-from safe_tracectx.checks import check_trace
-from safe_tracectx.handover import check_handover
-from safe_tracectx.generated_code import undefined_globals
+from safe_tracectx import tracectx
+from safe_tracectx._support import events
 from safe_tracectx.hooks import guard, runs
+from safe_tracectx.traces.checks import check_trace
+from safe_tracectx.traces.generated_code import undefined_globals
+from safe_tracectx.traces.handover import check_handover
 
 __all__ = ["HOOKED_OPS", "check_fraction", "count_calls", "per_call_costs"]
 

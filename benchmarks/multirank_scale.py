@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from safe_tracectx.auditlog.combine import combine, load_members, pass_runs, paused_gc
 from safe_tracectx.cli.outputs import write_document
-from safe_tracectx.combine import combine, load_members, pass_runs, paused_gc
-from safe_tracectx.html_report import write_html
+from safe_tracectx.report.html import write_html
 
 
 def synthetic(passes: int, symbols: int, events: int) -> dict[str, Any]:

@@ -25,9 +25,9 @@ import thunder
 import torch
 from compile_probes import gc_seconds, pass_timer
 
+from safe_tracectx._support.pass_catalog import FUSION_METHODS, TRANSFORM_METHODS
 from safe_tracectx.hooks import install, is_installed, uninstall
 from safe_tracectx.hooks import patching
-from safe_tracectx.pass_catalog import FUSION_METHODS, TRANSFORM_METHODS
 
 __all__ = ["CONFIG", "HOOKED_PASSES", "VARIANTS", "Compile", "compile_once", "hooked_objects", "make_model", "measure", "pass_hooks_off", "snapshot"]
 
@@ -113,7 +113,7 @@ def snapshot() -> dict[tuple[str, str], Any]:
     from thunder.extend import FusionExecutor
 
     names = {"set_tracectx", "reset_tracectx", "get_tracectx", "make_proxy_name"}
-    names |= {spec.attribute for spec in importlib.import_module("safe_tracectx.pass_catalog").PASSES}
+    names |= {spec.attribute for spec in importlib.import_module("safe_tracectx._support.pass_catalog").PASSES}
     found: dict[tuple[str, str], Any] = {}
     for module_name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None) or {}

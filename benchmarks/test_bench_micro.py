@@ -25,10 +25,10 @@ from thunder.core.trace import TraceCtx, detached_trace, reset_tracectx, set_tra
 from thunder.core.trace import tracectx as thunder_tracectx
 
 from safe_tracectx import scratch_trace, traceless, tracectx
-from safe_tracectx.checks import check_trace
 from safe_tracectx.hooks import install, uninstall
 from safe_tracectx.lint import lint_paths
 from safe_tracectx.lint.runner import iter_python_files
+from safe_tracectx.traces.checks import check_trace
 
 TRACE = TraceCtx()
 NAMESPACE = {

@@ -13,8 +13,9 @@ import importlib
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from safe_tracectx.callsite import CallSite
-from safe_tracectx.extras import SUPPORTED_THUNDER, MissingExtraError, UnsupportedThunderError, require_thunder
+from safe_tracectx._support.callsite import CallSite
+from safe_tracectx._support.extras import SUPPORTED_THUNDER, MissingExtraError, UnsupportedThunderError, require_thunder
+from safe_tracectx._support.pass_catalog import PassKind
 from safe_tracectx.errors import (
     BrokenTraceError,
     LeakedProxyError,
@@ -26,7 +27,6 @@ from safe_tracectx.errors import (
     TracelessRecordingError,
     UnbalancedContextError,
 )
-from safe_tracectx.pass_catalog import PassKind
 from safe_tracectx.policy import (
     LENIENT,
     STRICT,
@@ -40,8 +40,8 @@ from safe_tracectx.policy import (
 )
 
 if TYPE_CHECKING:
-    from safe_tracectx.auditlog import AuditLog
-    from safe_tracectx.checks import Violation, check_forward_backward, check_trace
+    from safe_tracectx.auditlog.log import AuditLog
+    from safe_tracectx.traces.checks import Violation, check_forward_backward, check_trace
     from safe_tracectx.context import (
         ScratchTrace,
         TracelessTrace,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     )
     from safe_tracectx.hooks import audit, install, installed, is_installed, thunder_support, uninstall
     from safe_tracectx.hooks.audited import PassRole, audited_pass
-    from safe_tracectx.labels import describe_trace
+    from safe_tracectx._support.labels import describe_trace
 
 try:
     __version__ = metadata.version("safe-tracectx")
@@ -81,17 +81,17 @@ _LAZY: dict[str, str] = {
         ],
         "safe_tracectx.context",
     ),
-    "describe_trace": "safe_tracectx.labels",
+    "describe_trace": "safe_tracectx._support.labels",
     **dict.fromkeys(["PassRole", "audited_pass"], "safe_tracectx.hooks.audited"),
-    "AuditLog": "safe_tracectx.auditlog",
-    **dict.fromkeys(["Violation", "check_forward_backward", "check_trace"], "safe_tracectx.checks"),
+    "AuditLog": "safe_tracectx.auditlog.log",
+    **dict.fromkeys(["Violation", "check_forward_backward", "check_trace"], "safe_tracectx.traces.checks"),
     **dict.fromkeys(
         ["audit", "install", "installed", "is_installed", "thunder_support", "uninstall"], "safe_tracectx.hooks"
     ),
 }
 
 
-_WITHOUT_THUNDER = frozenset({"safe_tracectx.labels", "safe_tracectx.auditlog"})
+_WITHOUT_THUNDER = frozenset({"safe_tracectx._support.labels", "safe_tracectx.auditlog.log"})
 
 
 def __getattr__(name: str) -> Any:

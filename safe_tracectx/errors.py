@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Final, Literal, get_args
 
-from safe_tracectx.callsite import CallSite
+from safe_tracectx._support.callsite import CallSite
 
 __all__ = [
     "BrokenTraceError",
@@ -36,7 +36,7 @@ __all__ = [
 #: The policy's checks: each names one field of :class:`safe_tracectx.Policy`.
 CheckName = Literal["missing_trace", "unbalanced", "name_clash", "leaked_proxy", "read_only", "broken_trace"]
 
-#: The trace checks (``safe_tracectx.checks``), each of which a policy can give an action of its own
+#: The trace checks (``safe_tracectx.traces.checks``), each of which a policy can give an action of its own
 #: (``use_policy("strict", defined_twice="warn")``, ``--check defined-twice=warn``).
 TraceCheck = Literal[
     "use-before-definition",
@@ -81,7 +81,7 @@ FIXES: Final[dict[str, str]] = {
         "pair every install() with one uninstall() (or use `with installed(...):`); "
         "an installation made by installed(), audit(), `safe-tracectx run` or the pytest plugin is ended by its owner"
     ),
-    # the trace checks (safe_tracectx.violations), by kind
+    # the trace checks (safe_tracectx.traces.violations), by kind
     "use-before-definition": "define the proxy before its first use, or reorder the bound symbols",
     "defined-twice": "give the new proxy a fresh name (safe_tracectx.proxies.rename with the owning trace)",
     "unregistered-name": "name proxies while their trace is active (or commit scratch names with commit_names(into=trace))",
@@ -109,7 +109,7 @@ class TraceContextError(RuntimeError):
 
     #: The policy check (a field of Policy) that decides what happens to this error (None: always raised).
     check: ClassVar[CheckName | None] = None
-    #: The trace check that found it (a ``safe_tracectx.checks`` kind, e.g. ``use-before-definition``), if one did:
+    #: The trace check that found it (a ``safe_tracectx.traces.checks`` kind, e.g. ``use-before-definition``), if one did:
     #: ``Policy.checks`` can give it an action of its own.
     kind: str | None = None
     #: The names it is about.

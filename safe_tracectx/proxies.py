@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from safe_tracectx.extras import require_thunder
+from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.proxies")
 
@@ -22,13 +22,12 @@ from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx import events
-from safe_tracectx.arguments import expect_name, expect_prefix, expect_shape, expect_trace, to_device, to_dtype
-from safe_tracectx.callsite import find_call_site
+from safe_tracectx._support import events
+from safe_tracectx._support.arguments import expect_name, expect_prefix, expect_shape, expect_trace, to_device, to_dtype
+from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.active_trace import tracectx
 from safe_tracectx.errors import NameClashError
-from safe_tracectx.hooks.installer import is_installed
-from safe_tracectx.labels import describe_trace
 
 __all__ = ["fresh_name", "new_tensor_proxy", "rename", "rename_outputs"]
 
@@ -37,7 +36,7 @@ P = TypeVar("P", bound=Proxy)
 
 def _record(trace: TraceCtx, name: str, function: str, *, named_by_hook: bool = True) -> None:
     # With the hooks installed, the naming hook already records every proxy it names.
-    if events.sinks and not (named_by_hook and is_installed()):
+    if events.sinks and not (named_by_hook and events.naming_hooked.on):
         events.emit("proxy_created", trace=trace, site=find_call_site(), name=name, via=function)
 
 

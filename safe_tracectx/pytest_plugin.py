@@ -10,7 +10,7 @@ wins). After each test's teardown (so a balanced fixture is clean), a
 ``set_tracectx`` the test made and never reset is charged to that test per the
 mode (strict: an error at teardown; lenient: a warning; audit: reported) and
 closed, whatever the test's outcome. The ``trace_audit`` fixture yields the
-test's :class:`~safe_tracectx.auditlog.AuditLog`. Works with pytest-xdist.
+test's :class:`~safe_tracectx.auditlog.log.AuditLog`. Works with pytest-xdist.
 Importing this module imports neither torch nor Thunder.
 """
 
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from safe_tracectx.documents import PYTEST_SCHEMA, PYTEST_VERSION
+from safe_tracectx.auditlog.documents import PYTEST_SCHEMA, PYTEST_VERSION
 from safe_tracectx.policy import PRESETS
 
 if TYPE_CHECKING:
-    from safe_tracectx.auditlog import AuditLog
+    from safe_tracectx.auditlog.log import AuditLog
     from safe_tracectx.hooks import Installation
-    from safe_tracectx.leftovers import Leftovers
+    from safe_tracectx.hooks.leftovers import Leftovers
     from safe_tracectx.policy import Policy
 
 MODES: Final = tuple(PRESETS)  # strict, lenient, audit
@@ -59,7 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="one trace check's own action, e.g. use-before-definition=warn (repeatable)",
     )
     parser.addini("safe_tracectx", "the safe-tracectx mode (strict, lenient or audit) when no flag is given")
-    from safe_tracectx import pytest_sweep
+    from safe_tracectx.sweep import pytest_runs as pytest_sweep
 
     pytest_sweep.add_options(group)
 
@@ -102,8 +102,8 @@ def _summary(log: AuditLog, leftovers: Leftovers | None) -> dict[str, Any]:
 
 @pytest.hookimpl(tryfirst=True)  # outermost: a conftest's own install()/uninstall() nests inside
 def pytest_configure(config: pytest.Config) -> None:
-    from safe_tracectx import pytest_sweep
-    from safe_tracectx.extras import MissingExtraError, require_thunder
+    from safe_tracectx.sweep import pytest_runs as pytest_sweep
+    from safe_tracectx._support.extras import MissingExtraError, require_thunder
 
     if config.getoption("--safe-tracectx-sweep", False) or pytest_sweep.is_a_run(config):
         try:
@@ -125,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     report_path = config.getoption("--safe-tracectx-report")
     if report_path is not None and not hasattr(config, "workerinput"):
-        from safe_tracectx.cli.options import check_writable
+        from safe_tracectx._support.writable import check_writable
 
         problem = check_writable(report_path)
         if problem is not None:
@@ -158,9 +158,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     state = item.config.stash.get(_STATE, None)
     if state is None or state.installation is None:
         return (yield)
-    from safe_tracectx.auditlog import AuditLog
+    from safe_tracectx.auditlog.log import AuditLog
 
-    from safe_tracectx.leftovers import Leftovers
+    from safe_tracectx.hooks.leftovers import Leftovers
 
     state.current = AuditLog(max_events=0)  # counters only: bounded memory over a whole suite
     try:
@@ -187,7 +187,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _check_after_teardown(state: _PluginState) -> None:
     """Charge the test with what it left behind, and clean it up whatever the test's outcome."""
     __tracebackhide__ = True
-    from safe_tracectx.actions import act
+    from safe_tracectx.policy.actions import act
 
     assert state.leftovers is not None
     for error in state.leftovers.check():
@@ -222,7 +222,7 @@ def trace_audit(request: pytest.FixtureRequest) -> Iterator[AuditLog]:
     """The AuditLog of this test (installs the hooks for the test if the plugin is inactive)."""
     state = request.config.stash.get(_STATE, None)
     if state is not None and state.current is not None:
-        from safe_tracectx.auditlog import AuditLog
+        from safe_tracectx.auditlog.log import AuditLog
 
         with AuditLog() as log:  # the fixture's own log keeps events; the plugin's keeps counters
             yield log
@@ -268,7 +268,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     _write_report(state)
     write = terminalreporter.write_line
     terminalreporter.section("safe-tracectx")
-    from safe_tracectx.pytest_report import totals_line
+    from safe_tracectx.report.pytest_document import totals_line
 
     flagged = {nodeid: t for nodeid, t in sorted(state.tests.items()) if t["violations"] or t["leaked_sets"]}
     write(totals_line(state.mode, state.tests.values()))

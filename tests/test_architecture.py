@@ -73,10 +73,77 @@ def test_no_import_cycle_among_the_packages_modules() -> None:
 def test_the_graph_sees_real_edges() -> None:
     """The cycle check above would be vacuous if the walk found no edges."""
     assert "safe_tracectx.context.blocks" in _imports("safe_tracectx.context.active_trace")
-    assert "safe_tracectx.auditlog" in _imports("safe_tracectx.hooks.installer")
-    assert "safe_tracectx.hooks.installer" not in _imports("safe_tracectx.auditlog")
+    assert "safe_tracectx.auditlog.log" in _imports("safe_tracectx.hooks.installer")
+    assert "safe_tracectx.hooks.installer" not in _imports("safe_tracectx.auditlog.log")
     # the implicit import of a package's __init__ counts (how the old audit -> hooks cycle went)
-    assert "safe_tracectx.hooks" in _imports("safe_tracectx.proxies")
+    assert "safe_tracectx.auditlog" in _imports("safe_tracectx.hooks.leftovers")
+    assert "safe_tracectx.auditlog" in _imports("safe_tracectx.report.ranks")  # via auditlog.combine's package
+
+
+#: The layers, lowest first: a module may import its own package and the packages of lower layers only.
+LAYERS: dict[str, int] = {
+    "exitcodes": 0,
+    "_support": 1,
+    "errors": 2,
+    "policy": 3,
+    "context": 4,
+    "traces": 5,
+    "proxies": 5,
+    "auditlog": 6,
+    "hooks": 7,
+    "sweep": 8,
+    "report": 8,
+    # the faces: what users call
+    "cli": 9,
+    "lint": 9,
+    "demo": 9,
+    "pytest_plugin": 9,
+    "__main__": 9,
+    # re-exports of moved modules, kept for one release
+    "checks": 9,
+    "documents": 9,
+    "fingerprint": 9,
+}
+#: The edges between two faces (or two packages of one layer) that are allowed.
+SIDEWAYS: set[tuple[str, str]] = {("cli", "lint"), ("cli", "demo"), ("__main__", "cli")}
+#: Upward edges (a module, the package it reaches), each lazy and with its reason.
+UPWARD: dict[tuple[str, str], str] = {
+    ("safe_tracectx.auditlog.log", "report"): "AuditLog.report(), the README's one-line text report",
+}
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_every_package_has_a_layer() -> None:
+    assert {_package(m) for m in MODULES if m != "safe_tracectx"} - set(LAYERS) == set()
+
+
+def test_imports_go_down_the_layers() -> None:
+    wrong = []
+    for module in MODULES:
+        if module == "safe_tracectx":
+            continue
+        source = _package(module)
+        for target in sorted(_imports(module)):
+            into = _package(target)
+            if into == source or (source, into) in SIDEWAYS or (module, into) in UPWARD:
+                continue
+            if LAYERS[into] >= LAYERS[source]:
+                wrong.append(f"{module} -> {target} ({source} is layer {LAYERS[source]}, {into} layer {LAYERS[into]})")
+    assert wrong == []
+
+
+def test_lint_imports_only_the_exit_codes() -> None:
+    found = {target for m in MODULES if m.startswith("safe_tracectx.lint") for target in _imports(m)}
+    assert {_package(t) for t in found} - {"lint"} == {"exitcodes"}
+
+
+def test_the_layer_check_sees_a_wrong_edge() -> None:
+    """The layer check would pass vacuously if it missed an edge: an upward edge it must see."""
+    assert "safe_tracectx.report.text" in _imports("safe_tracectx.auditlog.log")
+    assert all(package in LAYERS for _, package in UPWARD)
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if not m.endswith("__main__")])

@@ -13,9 +13,9 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, from_trace, reset_tracectx, set_tracectx
 
 from safe_tracectx import LeakedProxyError, NameClashError, traceless, tracectx, use_policy
-from safe_tracectx.auditlog import AuditLog
-from safe_tracectx.hooks import audit
+from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.hooks import PassSpec, installed
+from safe_tracectx.hooks import audit
 from safe_tracectx.hooks.passes import wrap_pass
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ def test_to_json_schema_is_documented() -> None:
 
 def test_the_recorded_action_is_what_was_done_with_the_violation() -> None:
     """One error raises when an installation ends; the others are found with it; under a KeyboardInterrupt, a note."""
-    from safe_tracectx.actions import act
+    from safe_tracectx.policy.actions import act
     from safe_tracectx.errors import UnbalancedContextError
     from safe_tracectx.hooks import begin
     from safe_tracectx.policy import STRICT

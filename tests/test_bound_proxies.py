@@ -20,10 +20,10 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx import install, tracectx, uninstall
-from safe_tracectx.bound_proxies import proxy_args, proxy_outs
-from safe_tracectx.checks import check_forward_backward, check_trace
-from safe_tracectx.fingerprint import fingerprint, names_defined_by
 from safe_tracectx.policy import PresetName
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.checks import check_forward_backward, check_trace
+from safe_tracectx.traces.fingerprint import fingerprint, names_defined_by
 
 CACHES = ("flat_args_and_spec", "flat_args", "flat_proxy_args", "flat_outs_and_spec", "flat_outs", "flat_proxy_outs")
 

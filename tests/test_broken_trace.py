@@ -21,8 +21,8 @@ from thunder.core.transform_common import Transform
 
 import safe_tracectx as stc
 from safe_tracectx import LENIENT, STRICT, BrokenTraceError, NameClashError, TraceContextWarning
-from safe_tracectx.checks import Violation, ViolationKind
 from safe_tracectx.hooks import installed
+from safe_tracectx.traces.checks import Violation, ViolationKind
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -15,7 +15,8 @@ from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import TraceCtx, from_trace
 
 from safe_tracectx import BrokenTraceError, LeakedProxyError, NameClashError, scratch_trace, traceless, tracectx
-from safe_tracectx.checks import (
+from safe_tracectx.errors import UseBeforeDefinitionError
+from safe_tracectx.traces.checks import (
     Violation,
     check_forward_backward,
     check_handover,
@@ -24,8 +25,7 @@ from safe_tracectx.checks import (
     region_name_clashes,
     trace_findings,
 )
-from safe_tracectx.errors import UseBeforeDefinitionError
-from safe_tracectx.generated_code import undefined_globals
+from safe_tracectx.traces.generated_code import undefined_globals
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -399,7 +399,7 @@ def test_a_backward_symbol_that_lost_its_tag_is_a_note_naming_the_cotangent(
     finds), never a violation of its own, and nothing when the trace is about to run."""
     from thunder.core.symbol import BoundSymbolTag
 
-    from safe_tracectx.program import Program
+    from safe_tracectx.traces.program import Program
 
     (joint,) = [t for t in jitted_traces[0] if Program(t).is_joint()]
     assert trace_findings(joint) == ([], [])

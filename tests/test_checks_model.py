@@ -20,7 +20,7 @@ from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx import is_traceless, scratch_trace, traceless, tracectx
-from safe_tracectx.checks import generatable, trace_findings
+from safe_tracectx.traces.checks import generatable, trace_findings
 
 Found = tuple[str, str, str]  # kind, name, where
 

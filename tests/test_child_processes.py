@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from safe_tracectx.children import ChildAuditing
+from safe_tracectx.auditlog.ranks import RankInfo, rank_summary
 from safe_tracectx.cli import main
-from safe_tracectx.ranks import RankInfo, rank_summary
+from safe_tracectx.hooks.children import ChildAuditing
 
 PROGRAM = """
 import multiprocessing as mp

@@ -172,7 +172,7 @@ def test_a_closed_standard_output_loses_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize("unbuffered", [None, "1"], ids=["buffered", "unbuffered"])
 def test_report_to_a_closed_standard_output_loses_nothing(tmp_path: Path, unbuffered: str | None) -> None:
     """`report FILE | head`, whether the report's print fails at once (unbuffered) or only at the end."""
-    from safe_tracectx.auditlog import AuditLog
+    from safe_tracectx.auditlog.log import AuditLog
 
     (tmp_path / "audit.json").write_text(json.dumps(AuditLog().to_dict()))
     report = run_with_stdout_closed(

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from multirank_docs import BASE, BRANCHED, REMAT, audit_document, pass_run, rank_documents, row
 
+from safe_tracectx.auditlog.combine import COMBINED_SCHEMA, DataFileError, combine, load_members, member_document
+from safe_tracectx.auditlog.ranks import RankInfo, rank_info
 from safe_tracectx.cli import main
 from safe_tracectx.cli.outputs import rank_data_file
-from safe_tracectx.combine import COMBINED_SCHEMA, DataFileError, combine, load_members, member_document
-from safe_tracectx.ranks import RankInfo, rank_info
 
 
 def _write(folder: Path, documents: list[dict[str, object]]) -> list[Path]:

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from safe_tracectx.auditlog.combine import pass_runs
 from safe_tracectx.cli import main
-from safe_tracectx.combine import pass_runs
 
 TRAIN = """
 import sys, warnings

@@ -8,8 +8,8 @@ import torch
 from thunder.core.transform_common import Transform
 
 from safe_tracectx import STRICT
-from safe_tracectx.checks import check_forward_backward, check_trace
 from safe_tracectx.hooks import installed
+from safe_tracectx.traces.checks import check_forward_backward, check_trace
 from example_modules import load_example
 
 with warnings.catch_warnings():

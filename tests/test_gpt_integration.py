@@ -13,10 +13,10 @@ import torch
 
 
 from safe_tracectx import STRICT
-from safe_tracectx.auditlog import AuditLog
-from safe_tracectx.checks import check_forward_backward, check_trace
+from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.demo.model import tiny_gpt
 from safe_tracectx.hooks import install, installed_audit_log, uninstall
+from safe_tracectx.traces.checks import check_forward_backward, check_trace
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -27,8 +27,7 @@ from safe_tracectx import (
     tracectx,
     use_policy,
 )
-from safe_tracectx import events
-from safe_tracectx.hooks import audit
+from safe_tracectx._support import events
 from safe_tracectx.hooks import (
     PASSES,
     RawBlock,
@@ -39,6 +38,7 @@ from safe_tracectx.hooks import (
     thunder_support,
     uninstall,
 )
+from safe_tracectx.hooks import audit
 
 
 def _originals() -> dict[str, object]:

@@ -19,11 +19,11 @@ from thunder.core.trace import TraceCtx, from_trace, tracectx
 from thunder.core.transform_common import Transform
 
 import safe_tracectx as stc
+from safe_tracectx.auditlog.combine import combine, member_document
 from safe_tracectx.cli import main
-from safe_tracectx.combine import combine, member_document
-from safe_tracectx.html_report import write_html
-from safe_tracectx.html_report.inputs import Given, inputs_of
-from safe_tracectx.html_report.model import build
+from safe_tracectx.report.html import write_html
+from safe_tracectx.report.html.inputs import Given, inputs_of
+from safe_tracectx.report.html.model import build
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -189,7 +189,7 @@ def test_jit_trace_runs_skip_what_they_cannot_read() -> None:
     import thunder
     import torch
 
-    from safe_tracectx.jit_traces import JitRecorder, jit_trace_runs
+    from safe_tracectx.auditlog.jit_traces import JitRecorder, jit_trace_runs
 
     with JitRecorder() as recorder:
         jitted = thunder.jit(lambda x: torch.cos(x) + 1)
@@ -205,7 +205,7 @@ def test_jit_trace_runs_skip_what_they_cannot_read() -> None:
 
 
 def test_jit_traces_do_not_claim_the_first_backward_traces_input() -> None:
-    from safe_tracectx.jit_traces import jit_trace_runs
+    from safe_tracectx.auditlog.jit_traces import jit_trace_runs
 
     jitted = thunder.jit(lambda x: torch.sin(x) * 2)
     jitted(torch.ones(2, requires_grad=True)).sum().backward()
@@ -427,7 +427,7 @@ def test_a_folder_written_before_the_manifest_loses_its_stale_pages_only(tmp_pat
 def test_a_folder_of_the_users_files_is_refused_and_a_link_is_replaced_never_written_through(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from safe_tracectx.html_report import ReportFolderError
+    from safe_tracectx.report.html import ReportFolderError
 
     document = audit_document(None, [pass_run("fusion", BASE)])
     precious = tmp_path / "precious.html"

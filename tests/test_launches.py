@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from multirank_docs import BASE, audit_document, pass_run
 
+from safe_tracectx.auditlog.combine import combine, member_document
+from safe_tracectx.auditlog.launches import MixedLaunchError
 from safe_tracectx.cli import main
-from safe_tracectx.combine import combine, member_document
 from safe_tracectx.exitcodes import ExitStatus
-from safe_tracectx.launches import MixedLaunchError
 
 
 def _rank(rank: int, world_size: int, *, run_id: str | None = "r1", host: str = "node", started: float | None = 100.0) -> dict[str, Any]:
@@ -75,9 +75,9 @@ def test_combine_refuses_a_stale_rank_of_a_bigger_earlier_job_in_the_folder(
 
 WORKER = """
 import sys
-from safe_tracectx.auditlog import AuditLog
+from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.cli.outputs import finish_run
-from safe_tracectx.ranks import rank_info
+from safe_tracectx.auditlog.ranks import rank_info
 
 finish_run(AuditLog().to_dict(), info=rank_info(), json_path=None, data_file=None, html_dir=None, top=0, stream=sys.stdout)
 """

@@ -12,7 +12,6 @@ import jsonschema
 import pytest
 import yaml
 
-from safe_tracectx.lint.command import main
 from safe_tracectx.lint import (
     ALL_CODES,
     RULES,
@@ -23,6 +22,7 @@ from safe_tracectx.lint import (
     lint_source,
     select_codes,
 )
+from safe_tracectx.lint.command import main
 from safe_tracectx.lint.docs import render as render_docs
 
 ROOT = Path(__file__).resolve().parent.parent

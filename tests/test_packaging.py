@@ -33,7 +33,7 @@ def test_the_linter_works_without_torch_and_thunder() -> None:
 def test_a_runtime_part_without_the_extra_names_it() -> None:
     run = _run("import safe_tracectx\nsafe_tracectx.tracectx")
     assert run.returncode == 1 and "pip install 'lightning-thunder>=0.2.1,<0.3'" in run.stderr
-    run = _run("import safe_tracectx.checks")
+    run = _run("import safe_tracectx.traces.checks")
     assert "pip install 'lightning-thunder>=0.2.1,<0.3'" in run.stderr
     run = _run("from safe_tracectx.cli import main\nsys.exit(main(['run', 'x.py']))")
     assert run.returncode == 2 and "safe-tracectx run: error:" in run.stderr and "lightning-thunder>=0.2.1" in run.stderr

@@ -17,7 +17,7 @@ from thunder.extend import FusionExecutor
 
 import safe_tracectx as stc
 from safe_tracectx import NameClashError, STRICT, TraceContextWarning
-from safe_tracectx.auditlog import PASS_RUN_KEYS
+from safe_tracectx.auditlog.log import PASS_RUN_KEYS
 from safe_tracectx.cli import main
 from safe_tracectx.hooks import installed
 from safe_tracectx.hooks.compilation import Compilation

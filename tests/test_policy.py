@@ -10,8 +10,6 @@ import threading
 
 import pytest
 
-from safe_tracectx import events
-from safe_tracectx.events import Event
 from safe_tracectx import (
     LENIENT,
     STRICT,
@@ -23,6 +21,8 @@ from safe_tracectx import (
     set_default_policy,
     use_policy,
 )
+from safe_tracectx._support import events
+from safe_tracectx._support.events import Event
 from safe_tracectx.context import TracelessTrace
 from safe_tracectx.policy import PresetName
 
@@ -37,7 +37,7 @@ def test_strict_is_the_default_and_raises_every_trace_context_misuse() -> None:
 
 def test_one_trace_check_gets_an_action_of_its_own() -> None:
     from safe_tracectx.errors import UseBeforeDefinitionError
-    from safe_tracectx.actions import action_for
+    from safe_tracectx.policy.actions import action_for
     from safe_tracectx.policy import AUDIT, check_overrides
 
     error = UseBeforeDefinitionError("t0 is used before", fix="define it")

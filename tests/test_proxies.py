@@ -9,7 +9,7 @@ from thunder.core.proxies import IntegerProxy, TensorProxy, variableify
 from thunder.core.trace import TraceCtx, get_tracectx
 
 from safe_tracectx import NameClashError, tracectx
-from safe_tracectx.auditlog import AuditLog
+from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.hooks import audit
 from safe_tracectx.proxies import fresh_name, new_tensor_proxy, rename, rename_outputs
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from safe_tracectx.auditlog.ranks import RankEnvironmentError, rank_info
 from safe_tracectx.cli import main
 from safe_tracectx.cli.outputs import unknown_placeholder
 from safe_tracectx.exitcodes import ExitStatus
-from safe_tracectx.ranks import RankEnvironmentError, rank_info
 
 
 @pytest.fixture

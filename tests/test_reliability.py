@@ -35,10 +35,10 @@ from safe_tracectx import (
     tracectx,
     use_policy,
 )
-from safe_tracectx.checks import check_trace
 from safe_tracectx.cli import main
 from safe_tracectx.hooks import audit, install, installed, installed_audit_log, is_installed, uninstall
 from safe_tracectx.proxies import fresh_name, new_tensor_proxy, rename
+from safe_tracectx.traces.checks import check_trace
 
 MakeTrace = Callable[..., TraceCtx]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from safe_tracectx.cli import main
-from safe_tracectx.cli.sweep import render
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.hooks import faults
-from safe_tracectx.sweep import count_points, sweep
+from safe_tracectx.sweep.runner import count_points, sweep
+from safe_tracectx.sweep.text import render
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "sweep_cases"
@@ -213,7 +213,7 @@ def test_a_thread_pool_never_shut_down_ends_as_at_python_exit(monkeypatch: pytes
     """Its idle workers are not daemons: Python's exit tells them to stop before it joins, and so must the run."""
     import concurrent.futures
 
-    import safe_tracectx.sweep as sweep_module
+    import safe_tracectx.sweep.runner as sweep_module
 
     monkeypatch.setattr(sweep_module, "RUN_TIMEOUT_SECONDS", 60)  # a hang fails the test, not the suite
 
@@ -290,10 +290,10 @@ THREAD_FIXTURE_TEST = '''
 import threading
 
 import pytest
-import safe_tracectx.sweep
+import safe_tracectx.sweep.runner
 from thunder.core.trace import TraceCtx, reset_tracectx, set_tracectx
 
-safe_tracectx.sweep.RUN_TIMEOUT_SECONDS = 60  # a hang fails the test quickly, not after 600 s a run
+safe_tracectx.sweep.runner.RUN_TIMEOUT_SECONDS = 60  # a hang fails the test quickly, not after 600 s a run
 
 
 @pytest.fixture
@@ -374,11 +374,11 @@ def test_a_run_whose_path_differs_before_its_fault_names_the_first_point_that_di
 
 
 MATMUL_TEST = """
-import safe_tracectx.sweep
+import safe_tracectx.sweep.runner
 import thunder
 import torch
 
-safe_tracectx.sweep.RUN_TIMEOUT_SECONDS = 300  # without fresh processes each run hangs: fail in 300 s, not 600
+safe_tracectx.sweep.runner.RUN_TIMEOUT_SECONDS = 300  # without fresh processes each run hangs: fail in 300 s, not 600
 
 
 def test_matmul_then_compile():

@@ -19,8 +19,8 @@ import thunder.dynamo.utils as thunder_dynamo_utils
 from thunder.dynamo import ThunderCompiler, thunderfx
 
 import safe_tracectx as stc
-from safe_tracectx.auditlog import AuditLog
-from safe_tracectx.report import render_text
+from safe_tracectx.auditlog.log import AuditLog
+from safe_tracectx.report.text import render_text
 
 SUPPORT_CHECKS = "ThunderFX splitter (support checks)"
 

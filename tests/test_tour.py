@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from safe_tracectx.cli import main
-from safe_tracectx.tour import run_tour
+from safe_tracectx.demo.tour import run_tour
 
 
 def test_tour_shows_every_step() -> None:

@@ -23,8 +23,8 @@ import pytest
 from mypy import api
 
 import safe_tracectx
+from safe_tracectx._support.pass_catalog import KINDS
 from safe_tracectx.hooks.audited import ROLES
-from safe_tracectx.pass_catalog import KINDS
 from safe_tracectx.policy import PRESETS, CheckAction, MissingTraceAction
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return combine_cli.report_command(args, subs["report"])
     if getattr(args, "top", 0) < 0:
         return usage_error(subs[command], "--top must be >= 0")
-    from safe_tracectx.extras import MissingExtraError, require_thunder
+    from safe_tracectx._support.extras import MissingExtraError, require_thunder
 
     try:
         require_thunder(f"safe-tracectx {command}")

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from safe_tracectx.cli.options import check_folder, check_writable, usage_error
+from safe_tracectx._support.writable import check_writable
+from safe_tracectx.cli.options import check_folder, usage_error
 from safe_tracectx.exitcodes import ExitStatus
 
 __all__ = ["COMBINED_DEFAULT", "add_combine_arguments", "add_report_arguments", "combine_command", "report_command"]
@@ -50,7 +51,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _data_files(paths: list[str]) -> list[Path]:
-    from safe_tracectx.ranks import DATA_FILE_PATTERN
+    from safe_tracectx.auditlog.ranks import DATA_FILE_PATTERN
 
     found: list[Path] = []
     for path in [Path(p) for p in paths] or [Path(".")]:
@@ -64,8 +65,8 @@ def _data_files(paths: list[str]) -> list[Path]:
 def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Merge the data files into one combined document; print what diverged."""
     from safe_tracectx.cli.outputs import write_document
-    from safe_tracectx.combine import DataFileError, carried_runs, combine, load_members, paused_gc
-    from safe_tracectx.report import plural
+    from safe_tracectx.auditlog.combine import DataFileError, carried_runs, combine, load_members, paused_gc
+    from safe_tracectx.report.text import plural
 
     files = _data_files(args.paths)
     if not files:
@@ -122,10 +123,10 @@ def _malformed(document: dict[str, Any]) -> str | None:
 
 def _render(document: dict[str, Any], path: str, top: int) -> str:
     """The text report of an audit, a combined file (a column per member) or a pytest report (a section per test)."""
-    from safe_tracectx.documents import COMBINED_SCHEMA, PYTEST_SCHEMA
-    from safe_tracectx.pytest_report import render_pytest
-    from safe_tracectx.rank_report import render_combined
-    from safe_tracectx.report import render_text
+    from safe_tracectx.auditlog.documents import COMBINED_SCHEMA, PYTEST_SCHEMA
+    from safe_tracectx.report.pytest_document import render_pytest
+    from safe_tracectx.report.ranks import render_combined
+    from safe_tracectx.report.text import render_text
 
     if document["schema"] == COMBINED_SCHEMA:
         return render_combined(document, top=top)
@@ -137,8 +138,8 @@ def _render(document: dict[str, Any], path: str, top: int) -> str:
 def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """A document's report (text, ``--json``, ``--html DIR``): a data file's, per-rank columns for a combined
     file, a section per test for the pytest plugin's report. ``-`` reads standard input."""
-    from safe_tracectx.combine import combine, members_of
-    from safe_tracectx.documents import AUDIT_SCHEMA, NOUNS, PYTEST_SCHEMA, DataFileError, read_document
+    from safe_tracectx.auditlog.combine import combine, members_of
+    from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, NOUNS, PYTEST_SCHEMA, DataFileError, read_document
 
     if args.top < 0:
         return usage_error(parser, "--top must be >= 0")
@@ -158,7 +159,7 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         return usage_error(parser, f"{args.data_file} is a damaged {NOUNS[document['schema']]}: {problem}")
     print(json.dumps(document, indent=2) if args.json else text)
     if args.html is not None:
-        from safe_tracectx.html_report import ReportFolderError, write_html
+        from safe_tracectx.report.html import ReportFolderError, write_html
 
         # the HTML report reads audits and combined files: a pytest report is given as its tests combined
         shown = combine(members) if document["schema"] == PYTEST_SCHEMA else document

@@ -16,7 +16,7 @@ def demo_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     """Run the demo (or the tour); the exit status."""
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
     if args.tour:
-        from safe_tracectx.tour import run_tour
+        from safe_tracectx.demo.tour import run_tour
 
         return run_tour(sys.stdout)
     if (problem := check_outputs(args)) is not None:

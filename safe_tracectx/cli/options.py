@@ -14,10 +14,11 @@ import argparse
 import os
 import sys
 
+from safe_tracectx._support.writable import check_writable
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.policy import ENV_VAR, PRESETS, Policy, as_policy, check_overrides, or_default
 
-__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_folder", "check_outputs", "check_writable", "usage_error"]
+__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_folder", "check_outputs", "usage_error"]
 
 #: The options of ``run`` that take a value (``split_program`` needs to know them).
 AUDIT_OPTIONS_WITH_VALUE = frozenset(
@@ -80,22 +81,6 @@ def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     return ExitStatus.USAGE_ERROR
 
 
-def check_writable(path: str) -> str | None:
-    """Why ``path`` cannot be written (None: it can), checked before any work is done."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        return f"cannot write {path}: the folder {folder} does not exist"
-    if os.path.isdir(path):
-        return f"cannot write {path}: it is a folder"
-    existed = os.path.exists(path)
-    try:
-        with open(path, "a", encoding="utf-8"):
-            pass
-    except OSError as error:
-        return f"cannot write {path}: {error.strerror or error}"
-    if not existed:
-        os.remove(path)
-    return None
 
 
 def check_outputs(args: argparse.Namespace) -> str | None:
@@ -104,7 +89,7 @@ def check_outputs(args: argparse.Namespace) -> str | None:
     Each path is checked as this process would write it: this rank's file under a launch.
     """
     from safe_tracectx.cli.outputs import PLACEHOLDER, STDOUT, rank_data_file, unknown_placeholder
-    from safe_tracectx.ranks import RankEnvironmentError, rank_info
+    from safe_tracectx.auditlog.ranks import RankEnvironmentError, rank_info
 
     try:
         info = rank_info()

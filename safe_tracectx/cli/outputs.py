@@ -1,7 +1,7 @@
 """What ``run`` and ``demo`` write when the program ends: the report or a rank's summary, data files, HTML.
 
     >>> from safe_tracectx.cli.outputs import rank_data_file
-    >>> from safe_tracectx.ranks import RankInfo
+    >>> from safe_tracectx.auditlog.ranks import RankInfo
     >>> info = RankInfo(rank=3, world_size=8, local_rank=1, host="node")
     >>> rank_data_file("audit/run-{rank}.json", info), rank_data_file("audit/run.json", info)
     ('audit/run-3.json', 'audit/run.rank3.json')
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, TextIO, cast
 
-from safe_tracectx.ranks import RankInfo, default_data_file, rank_summary
+from safe_tracectx.auditlog.ranks import RankInfo, default_data_file, rank_summary
 
 __all__ = [
     "PLACEHOLDER",
@@ -148,7 +148,7 @@ def finish_run(
     (as ``coverage json -o -``), and the lines naming the files written go to standard error. A reader of
     ``stream`` that went away (``| head``) loses it nothing else: every file is still written.
     """
-    from safe_tracectx.report import render_text
+    from safe_tracectx.report.text import render_text
 
     out = ClosedOutputSafe(stream)
     to_stdout = json_path == STDOUT
@@ -175,7 +175,7 @@ def finish_run(
     elif target is not None:
         print(f"data file written to {target}", file=notes)
     if html_dir is not None:
-        from safe_tracectx.html_report import ReportFolderError, write_html
+        from safe_tracectx.report.html import ReportFolderError, write_html
 
         folder = html_dir if info is None else str(Path(html_dir) / f"rank{info.rank}")
         try:

@@ -25,8 +25,8 @@ from types import TracebackType
 from typing import Any, Final, TextIO
 
 from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, chosen_policy, usage_error
-from safe_tracectx.policy import Policy
 from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.policy import Policy
 
 __all__ = ["NoSuchModule", "run_audited", "run_command", "run_module", "run_script", "split_program"]
 
@@ -112,12 +112,12 @@ def run_audited(
     ``torch.distributed`` launch each rank writes its own data file and prints
     a short summary (``cli.outputs.finish_run``).
     """
-    from safe_tracectx.children import ChildAuditing
+    from safe_tracectx.hooks.children import ChildAuditing
     from safe_tracectx.cli.outputs import finish_run
     from safe_tracectx.errors import TraceContextError
     from safe_tracectx.hooks import begin
-    from safe_tracectx.jit_traces import JitRecorder
-    from safe_tracectx.ranks import RankEnvironmentError, rank_info
+    from safe_tracectx.auditlog.jit_traces import JitRecorder
+    from safe_tracectx.auditlog.ranks import RankEnvironmentError, rank_info
 
     stream = out if out is not None else sys.stdout
     cwd = os.getcwd()  # reports and output paths are relative to where the run started, whatever the program does

@@ -6,8 +6,8 @@
 
 Exit status: 0 nothing broke, 1 some injection point broke an invariant, 2 usage error.
 
-    >>> from safe_tracectx.cli.sweep import render
-    >>> from safe_tracectx.sweep import SweepResult
+    >>> from safe_tracectx.sweep.text import render
+    >>> from safe_tracectx.sweep.runner import SweepResult
     >>> print(render(SweepResult(0, {}, 0, {}, [], 0.0), "x.py").splitlines()[0])
     safe-tracectx sweep of x.py
 """
@@ -22,14 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from safe_tracectx.cli.options import check_writable, usage_error
+from safe_tracectx._support.writable import check_writable
+from safe_tracectx.cli.options import usage_error
 from safe_tracectx.exitcodes import ExitStatus
-from safe_tracectx.sweep import SweepResult
+from safe_tracectx.sweep.runner import SweepResult
+from safe_tracectx.sweep.text import KIND_NAMES, render
 
 __all__ = ["SWEEP_SCHEMA", "add_arguments", "progress_bar", "render", "sweep_command"]
 
 SWEEP_SCHEMA = "safe-tracectx/sweep"
-_NAMES = {"set": "set_tracectx", "proxy": "proxy creation", "pass": "pass entry"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,35 +62,6 @@ def progress_bar(out: TextIO | None = None) -> Callable[[int, int, int], None]:
     return show
 
 
-def render(result: SweepResult, program: str, *, top: int = 20) -> str:
-    """The text report of a sweep."""
-    kinds = ", ".join(f"{_NAMES.get(k, k)} {n}" for k, n in sorted(result.by_kind.items())) or "none"
-    outcomes = ", ".join(f"{k} {n}" for k, n in sorted(result.outcomes.items())) or "none"
-    broken = result.findings
-    out = [
-        f"safe-tracectx sweep of {program}",
-        f"injection points: {result.points} ({kinds})",
-        f"runs: {result.runs} in {result.seconds:.1f}s; outcomes: {outcomes}",
-        f"broken: {len(broken)} injection point(s) left a trace active, a set open, a masked exception, "
-        "a thread dead of it or a changed input trace, or their run took another path than the counting run",
-    ]
-    leaks = sum(any("never reset" in p or "left active" in p for p in f.problems) for f in broken)
-    masked = sum(f.outcome in ("masked", "replaced") for f in broken)
-    threads = sum(f.outcome == "died in thread" for f in broken)
-    elsewhere = sum(f.other_path for f in broken)
-    out.append(
-        f"  leaks: {leaks}; masked or replaced exceptions: {masked}; threads dead of the fault: {threads}; "
-        f"runs on another path (not checked): {elsewhere}"
-    )
-    for finding in broken[:top]:
-        where = f" in {finding.pass_label}" if finding.pass_label else ""
-        out += ["", f"point {finding.index}: {_NAMES.get(finding.kind, finding.kind)}{where} ({finding.outcome})"]
-        out += [f"  - {problem}" for problem in finding.problems]
-        out.append("  injected at (innermost last):")
-        out += [f"      {frame}" for frame in finding.stack[-8:]]
-    if len(broken) > top:
-        out.append(f"\n... and {len(broken) - top} more (--top, or --json FILE for all)")
-    return "\n".join(out)
 
 
 def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse.ArgumentParser) -> int:
@@ -97,8 +69,8 @@ def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse
     from safe_tracectx.cli.run import run_module, run_script
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    if not kinds or any(k not in _NAMES for k in kinds):
-        return usage_error(parser, f"--kinds takes a comma-separated list of {', '.join(_NAMES)}")
+    if not kinds or any(k not in KIND_NAMES for k in kinds):
+        return usage_error(parser, f"--kinds takes a comma-separated list of {', '.join(KIND_NAMES)}")
     if args.max_runs is not None and args.max_runs < 1:
         return usage_error(parser, "--max must be >= 1")
     if args.top < 0:
@@ -118,7 +90,7 @@ def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
     import thunder  # noqa: F401 - imported once here, reused by every forked run
 
-    from safe_tracectx.sweep import sweep
+    from safe_tracectx.sweep.runner import sweep
 
     print(f"safe-tracectx sweep: counting the injection points of {name} ...", file=sys.stderr, flush=True)
     try:

@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
-from safe_tracectx.extras import require_thunder
+from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.context")
 
+from safe_tracectx._support.labels import describe_trace
+from safe_tracectx.context.active_trace import tracectx
 from safe_tracectx.context.blocks import OWNER_VAR, TRACE_VAR, Block
 from safe_tracectx.context.lookup import current_trace, missing_trace_error, on_missing_trace, require_trace
 from safe_tracectx.context.policy_block import use_policy
@@ -26,9 +28,7 @@ from safe_tracectx.context.traceless_proxies import (
     traceless_proxies_made,
     traceless_tensorproxy,
 )
-from safe_tracectx.context.active_trace import tracectx
 from safe_tracectx.errors import FIXES
-from safe_tracectx.labels import describe_trace
 
 #: The fix of a missing trace (kept under its old name).
 MISSING_TRACE_FIX = FIXES["missing_trace"]

@@ -18,14 +18,14 @@ from typing import Any, Final, Generic, TypeVar
 
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx.actions import act
-from safe_tracectx.arguments import expect_trace
-from safe_tracectx.callsite import find_call_site
+from safe_tracectx._support.arguments import expect_trace
+from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.blocks import ENDED, NEW, OPEN, OWNER_VAR, TRACE_VAR, Block, not_initialised, require_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.context.readonly import Snapshot
 from safe_tracectx.errors import FIXES, ReadOnlyTraceError, TraceContextError
-from safe_tracectx.labels import describe_trace
+from safe_tracectx.policy.actions import act
 
 __all__ = ["preview", "tracectx"]
 

@@ -29,9 +29,9 @@ from typing import Any, ClassVar, Final
 
 import thunder.core.trace as _thunder_trace
 
-from safe_tracectx.callsite import find_call_site
+from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
-from safe_tracectx.labels import describe_trace
 
 __all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block", "not_initialised", "open_blocks", "require_initialised"]
 

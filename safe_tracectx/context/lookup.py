@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx.actions import act
-from safe_tracectx.callsite import CallSite, find_call_site
+from safe_tracectx._support.callsite import CallSite, find_call_site
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.context.traceless_proxies import TracelessTrace
 from safe_tracectx.errors import FIXES, MissingTraceError
 from safe_tracectx.policy import get_policy
+from safe_tracectx.policy.actions import act
 
 __all__ = ["current_trace", "missing_trace_error", "on_missing_trace", "require_trace"]
 

@@ -18,10 +18,10 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, ClassVar, Final, TypeVar
 
-from safe_tracectx.actions import act
 from safe_tracectx.context.blocks import NEW, Block, not_initialised, require_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.policy import POLICY_VAR, OverrideAction, Policy, PresetName, as_policy
+from safe_tracectx.policy.actions import act
 
 __all__ = ["use_policy"]
 

@@ -18,12 +18,12 @@ from typing import Any, ClassVar, Final
 
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx.arguments import expect_trace
-from safe_tracectx.callsite import find_call_site
+from safe_tracectx._support.arguments import expect_trace
+from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.active_trace import preview, tracectx
 from safe_tracectx.context.blocks import NEW
 from safe_tracectx.errors import NameClashError
-from safe_tracectx.labels import describe_trace
 
 __all__ = ["ScratchTrace", "scratch_trace"]
 

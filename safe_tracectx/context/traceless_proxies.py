@@ -24,8 +24,8 @@ from typing import Any, ClassVar, Final
 from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx.arguments import expect_name, expect_shape, to_device, to_dtype
-from safe_tracectx.callsite import find_call_site, find_frame
+from safe_tracectx._support.arguments import expect_name, expect_shape, to_device, to_dtype
+from safe_tracectx._support.callsite import find_call_site, find_frame
 from safe_tracectx.context.active_trace import tracectx
 from safe_tracectx.context.blocks import NEW
 from safe_tracectx.errors import FIXES, TracelessRecordingError

@@ -17,10 +17,11 @@
 
 from __future__ import annotations
 
-from safe_tracectx.extras import require_thunder
+from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.hooks")
 
+from safe_tracectx._support.pass_catalog import PASSES, PassSpec
 from safe_tracectx.hooks.guard import (
     RawBlock,
     close_leaked,
@@ -40,7 +41,6 @@ from safe_tracectx.hooks.installer import (
     uninstall,
 )
 from safe_tracectx.hooks.patching import SupportReport, thunder_support
-from safe_tracectx.pass_catalog import PASSES, PassSpec
 
 __all__ = [
     "PASSES",

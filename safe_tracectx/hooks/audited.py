@@ -29,11 +29,11 @@ from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from thunder.core.trace import TraceCtx
 
+from safe_tracectx._support.pass_catalog import USER_KINDS, PassKind
 from safe_tracectx.hooks.installer import is_installed
-from safe_tracectx.hooks.runs import DECLARED as _declared
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
+from safe_tracectx.hooks.runs import DECLARED as _declared
 from safe_tracectx.hooks.runs import PassRun, run_pass
-from safe_tracectx.pass_catalog import USER_KINDS, PassKind
 
 __all__ = ["PassRole", "audited_pass", "declared_passes"]
 

@@ -30,7 +30,7 @@ from contextvars import ContextVar
 from types import FrameType
 from typing import Any, Final
 
-from safe_tracectx.checks import Violation, trace_findings
+from safe_tracectx.traces.checks import Violation, trace_findings
 
 __all__ = ["Compilation", "Step", "checked_kind", "current", "end", "is_backward", "signature_name", "start"]
 

@@ -22,13 +22,13 @@ import threading
 from contextvars import Token
 from typing import Any, ClassVar, Final
 
-from safe_tracectx import events
-from safe_tracectx.actions import act
-from safe_tracectx.callsite import CallSite, find_call_site
+from safe_tracectx._support import events
+from safe_tracectx._support.callsite import CallSite, find_call_site
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.blocks import ENDED, OWNER_VAR, TRACE_VAR, Block, open_blocks
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.hooks import faults
-from safe_tracectx.labels import describe_trace
+from safe_tracectx.policy.actions import act
 
 __all__ = [
     "RawBlock",

@@ -23,9 +23,9 @@ import threading
 from types import TracebackType
 from typing import Final
 
-from safe_tracectx.actions import action_for, carry_out, outcome, record
-from safe_tracectx.auditlog import AuditLog
-from safe_tracectx.callsite import CallSite, find_call_site
+from safe_tracectx._support import events
+from safe_tracectx._support.callsite import CallSite, find_call_site
+from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import guard, patching
@@ -39,6 +39,7 @@ from safe_tracectx.policy import (
     or_default,
     swap_default_policy,
 )
+from safe_tracectx.policy.actions import action_for, carry_out, outcome, record
 
 __all__ = [
     "Installation",
@@ -91,6 +92,7 @@ class Installation:
                 patches = patching.plan()
                 patching.apply(patches)
                 _patches.extend(patches)
+                events.naming_hooked.on = True
             if self.policy is not None:
                 self._replaced = swap_default_policy(self.policy)
             if self.audit_log is not None:
@@ -196,6 +198,7 @@ class Installation:
         if not _stack:
             patching.remove(_patches)
             _patches.clear()
+            events.naming_hooked.on = False
             guard.release_all()
             compilations.end()  # one started by hand (no jit call to end it) ends with the hooks
 

@@ -21,16 +21,16 @@ from typing import Any, Final
 
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx import events
-from safe_tracectx.actions import act
-from safe_tracectx.callsite import find_call_site, find_frame
-from safe_tracectx.checks import Violation, names_used, unregistered_names
-from safe_tracectx.labels import describe_trace
+from safe_tracectx._support import events
+from safe_tracectx._support.callsite import find_call_site, find_frame
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.context.lookup import on_missing_trace
 from safe_tracectx.hooks import faults
 from safe_tracectx.hooks.reporting import internal_error
 from safe_tracectx.hooks.runs import PassRun, current_run
+from safe_tracectx.policy.actions import act
+from safe_tracectx.traces.checks import Violation, names_used, unregistered_names
 
 __all__ = ["make_naming_hook"]
 
@@ -90,7 +90,7 @@ def _report_name(trace: object, name: str, made: str | None, asker: str | None) 
     """An explicit name the trace already holds (``made`` None: asked for, before Thunder refuses it), or one
     Thunder silently replaced by ``made``; once per compilation and name."""
     from safe_tracectx.hooks import compilation as compilations
-    from safe_tracectx.pass_catalog import step_label
+    from safe_tracectx._support.pass_catalog import step_label
 
     if made is None:
         violation = Violation(

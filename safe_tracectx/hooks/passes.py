@@ -1,6 +1,6 @@
 """The pass wrappers: Thunder's pass functions, and the methods of every Transform and FusionExecutor class.
 
-A catalogued function (:data:`~safe_tracectx.pass_catalog.PASSES`) is wrapped
+A catalogued function (:data:`~safe_tracectx._support.pass_catalog.PASSES`) is wrapped
 once per installation. Methods are hooked on the classes themselves: every
 subclass of ``thunder.Transform`` (``TRANSFORM_METHODS``) and of
 ``thunder.extend.FusionExecutor`` (``fusion_pass``) that overrides one gets a
@@ -24,9 +24,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
-from safe_tracectx import events
+from safe_tracectx._support import events
+from safe_tracectx._support.pass_catalog import FUSION_METHODS, PASSES, TRANSFORM_METHODS, PassSpec, phase_label
 from safe_tracectx.hooks.runs import current_run, run_pass
-from safe_tracectx.pass_catalog import FUSION_METHODS, PASSES, TRANSFORM_METHODS, PassSpec, phase_label
 
 __all__ = [
     "PASSES", "PassSpec", "hook_classes", "hooked_classes", "phase_label", "unhook_classes", "wrap_pass", "wrap_phase",

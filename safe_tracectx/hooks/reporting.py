@@ -22,14 +22,14 @@ from typing import Any, Protocol
 
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx.actions import act, action_for, record
-from safe_tracectx.callsite import find_call_site
-from safe_tracectx.checks import Violation
+from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.errors import TraceContextError
-from safe_tracectx.handover import check_handover
 from safe_tracectx.hooks import compilation as compilations
-from safe_tracectx.labels import describe_trace
 from safe_tracectx.policy import get_policy
+from safe_tracectx.policy.actions import act, action_for, record
+from safe_tracectx.traces.checks import Violation
+from safe_tracectx.traces.handover import check_handover
 
 
 

@@ -27,15 +27,15 @@ from typing import Any, Final
 
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx import events
-from safe_tracectx.callsite import CallSite, find_call_site, user_definition
-from safe_tracectx.checks import Violation, check_handover, generatable, region_name_clashes
-from safe_tracectx.fingerprint import fingerprint
+from safe_tracectx._support import events
+from safe_tracectx._support.callsite import CallSite, find_call_site, user_definition
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import faults, fx_splits, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
-from safe_tracectx.labels import describe_trace
+from safe_tracectx.traces.checks import Violation, check_handover, generatable, region_name_clashes
+from safe_tracectx.traces.fingerprint import fingerprint
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
 
@@ -260,7 +260,7 @@ def _borrowed(run: PassRun, outputs: list[TraceCtx]) -> list[tuple[Violation, Tr
 
 
 def _uses(trace: TraceCtx, name: str) -> bool:
-    from safe_tracectx.bound_proxies import proxy_args, proxy_outs
+    from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 
     return any(p.name == name for bsym in trace.bound_symbols for p in (*proxy_args(bsym), *proxy_outs(bsym)))
 
@@ -273,7 +273,7 @@ def _found_after(
     compilation = run.compilation
     found: list[tuple[Violation, TraceCtx]] = []
     if compilation is None:
-        from safe_tracectx.checks import check_trace
+        from safe_tracectx.traces.checks import check_trace
 
         found = [(v, t) for t in outputs if compilations.checked_kind(t) for v in check_trace(t)]
     else:

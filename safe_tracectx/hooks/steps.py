@@ -32,14 +32,14 @@ from typing import Any, Final
 
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx.callsite import find_call_site
-from safe_tracectx.checks import Violation, check_handover
+from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.labels import describe_trace
+from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
 from safe_tracectx.hooks.runs import current_run
-from safe_tracectx.labels import describe_trace
-from safe_tracectx.pass_catalog import step_label
-from safe_tracectx.generated_code import undefined_globals
+from safe_tracectx.traces.checks import Violation, check_handover
+from safe_tracectx.traces.generated_code import undefined_globals
 
 __all__ = ["check_about_to_run", "hook_methods", "hooked_methods", "make_interpreter_hook", "unhook_methods"]
 

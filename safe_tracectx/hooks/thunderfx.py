@@ -15,10 +15,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from safe_tracectx._support.pass_catalog import PassSpec
 from safe_tracectx.hooks import fx_splits
 from safe_tracectx.hooks.reporting import internal_error
 from safe_tracectx.hooks.runs import PassRun
-from safe_tracectx.pass_catalog import PassSpec
 
 __all__ = ["wrap_splitter"]
 

@@ -25,7 +25,7 @@ import itertools
 import weakref
 from typing import Any, Final
 
-from safe_tracectx.fingerprint import fingerprint
+from safe_tracectx.traces.fingerprint import fingerprint
 
 __all__ = ["given", "inputs_given", "new_number", "returned"]
 

@@ -11,9 +11,9 @@ milliseconds and runs in pre-commit::
 from __future__ import annotations
 
 from safe_tracectx.lint.checker import Finding, check_tree
+from safe_tracectx.lint.files import DEFAULT_EXCLUDE, Skip
 from safe_tracectx.lint.formatters import FORMATTERS, format_json, format_sarif, format_text
 from safe_tracectx.lint.rules import ALL_CODES, AUDIT_CODES, DEFAULT_CODES, RULES, Rule
-from safe_tracectx.lint.files import DEFAULT_EXCLUDE, Skip
 from safe_tracectx.lint.runner import (
     FileFinding,
     LintResult,

@@ -1,0 +1,133 @@
+"""Find the user's ``file:line``: the first frame outside this package.
+
+Frames of this package and of :mod:`contextlib` are always skipped, so a
+report names the line that wrote ``with tracectx(...)`` or called
+``set_tracectx``, not the machinery in between::
+
+    >>> from safe_tracectx._support.callsite import find_call_site
+    >>> def where():
+    ...     return find_call_site()
+    >>> where().function
+    'where'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import NamedTuple
+
+__all__ = ["CallSite", "display_path", "find_call_site", "find_frame", "thunder_root", "user_definition"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_ALWAYS_SKIPPED = frozenset({contextlib.__file__})
+_thunder_root: str | None = None
+
+
+class CallSite(NamedTuple):
+    """A source location: ``filename:lineno in function``."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+    def location(self) -> str:
+        """``path:line``, the path relative to the current directory when inside it (clickable)."""
+        return f"{display_path(self.filename)}:{self.lineno}"
+
+
+def display_path(filename: str) -> str:
+    """``filename`` relative to the current directory when it is inside it, else absolute."""
+    if filename.startswith("<"):  # <stdin>, <string>, <doctest ...>
+        return filename
+    try:
+        absolute = os.path.abspath(filename)
+        here = os.getcwd() + os.sep
+    except OSError:  # the current directory was removed
+        return filename
+    return absolute[len(here) :] if absolute.startswith(here) else absolute
+
+
+def thunder_root() -> str | None:
+    """The directory of the imported ``thunder`` package (None if not imported)."""
+    global _thunder_root
+    if _thunder_root is None:
+        module = sys.modules.get("thunder")
+        path = getattr(module, "__file__", None)
+        if path is None:
+            return None
+        _thunder_root = os.path.dirname(os.path.abspath(path)) + os.sep
+    return _thunder_root
+
+
+_machinery: frozenset[str] | None = None
+
+
+def _thunder_machinery() -> frozenset[str]:
+    """Thunder's trace and proxy plumbing: set_tracectx, tracectx, Proxy.__init__, replace ..."""
+    global _machinery
+    if _machinery is None:
+        root = thunder_root()
+        if root is None:
+            return frozenset()
+        _machinery = frozenset(os.path.join(root, "core", name) for name in ("trace.py", "proxies.py"))
+    return _machinery
+
+
+def _skipped(filename: str, *, skip_thunder: bool) -> bool:
+    if filename.startswith(_PACKAGE_DIR) or filename in _ALWAYS_SKIPPED:
+        return True
+    if skip_thunder:
+        root = thunder_root()
+        return root is not None and filename.startswith(root)
+    # Thunder's own set/reset/tracectx and proxy constructors are machinery, not call sites.
+    return filename in _thunder_machinery()
+
+
+def find_frame(
+    matches: Callable[[FrameType], bool], start: FrameType | None, *, limit: int = 8
+) -> FrameType | None:
+    """The first of ``limit`` frames walking out from ``start`` for which ``matches`` is true."""
+    frame = start
+    for _ in range(limit):
+        if frame is None:
+            return None
+        if matches(frame):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def find_call_site(*, skip_thunder: bool = False, frame: FrameType | None = None) -> CallSite | None:
+    """The first frame, walking out from ``frame`` (default: the caller), outside this package.
+
+    With ``skip_thunder=True`` Thunder's frames are skipped too, so the site is
+    the user's code that called into Thunder.
+    """
+    f: FrameType | None = frame if frame is not None else sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if not _skipped(code.co_filename, skip_thunder=skip_thunder):
+            return CallSite(code.co_filename, f.f_lineno, code.co_qualname)
+        f = f.f_back
+    return None
+
+
+def user_definition(function: object) -> CallSite | None:
+    """Where ``function`` is defined (its ``def`` line), if that is the user's code: not Thunder's, not this package's."""
+    for _ in range(8):  # through functools.wraps wrappers and bound methods
+        inner = getattr(function, "__wrapped__", None) or getattr(function, "__func__", None)
+        if inner is None:
+            break
+        function = inner
+    code = getattr(function, "__code__", None)
+    filename = getattr(code, "co_filename", None)
+    if code is None or not isinstance(filename, str) or filename.startswith("<") or _skipped(filename, skip_thunder=True):
+        return None
+    return CallSite(filename, code.co_firstlineno, code.co_qualname)

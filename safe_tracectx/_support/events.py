@@ -1,0 +1,77 @@
+"""The event stream that hooks emit into and audits subscribe to.
+
+Emitting costs one list check when nobody listens::
+
+    >>> from safe_tracectx._support.events import Event, emit, sinks
+    >>> seen = []
+    >>> sinks.append(seen.append)
+    >>> emit("trace_set", trace=None)
+    >>> sinks.pop() and None
+    >>> [e.kind for e in seen]
+    ['trace_set']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, Final, Literal
+
+from safe_tracectx._support.callsite import CallSite
+from safe_tracectx._support.labels import describe_trace
+
+__all__ = ["Event", "EventKind", "current_pass", "emit", "naming_hooked", "sinks"]
+
+EventKind = Literal["proxy_created", "proxy_traceless", "trace_set", "trace_reset", "violation", "pass_run"]
+
+#: Called with every event while an audit is active.
+sinks: Final[list[Callable[[Event], None]]] = []
+
+
+class _Switch:
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+
+#: On while Thunder's proxy naming is hooked (set by ``hooks.installer``): the hook records each proxy it names.
+naming_hooked: Final[_Switch] = _Switch()
+#: The rematerialization pass running now in this context (None: outside every audited pass).
+current_pass: Final[ContextVar[str | None]] = ContextVar("safe_tracectx.current_pass", default=None)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """One thing that happened: what, where, in which thread, trace and pass.
+
+    ``detail`` holds the kind's own data: ``name`` (proxy_created), ``code``,
+    ``check``, ``action`` and ``message`` (violation), ``seconds`` (pass_run).
+    """
+
+    kind: EventKind
+    site: CallSite | None
+    thread: str
+    trace_id: int | None
+    trace: str
+    pass_name: str | None
+    detail: dict[str, Any]
+
+
+def emit(kind: EventKind, /, *, trace: object, site: CallSite | None = None, **detail: Any) -> None:
+    """Send an event to every sink (nothing to do when there is none)."""
+    if not sinks:
+        return
+    event = Event(
+        kind=kind,
+        site=site,
+        thread=threading.current_thread().name,
+        trace_id=None if trace is None else id(trace),
+        trace=describe_trace(trace),
+        pass_name=current_pass.get(),
+        detail=detail,
+    )
+    for sink in list(sinks):
+        sink(event)

@@ -1,0 +1,344 @@
+"""Fault-injection sweep: fail the k-th trace-context operation of a run, for every k, and check what is left.
+
+Like SQLite's test of failing the k-th allocation: a counting run numbers the
+injection points (each ``set_tracectx``, proxy creation and pass entry), then
+the program runs once per point (or a seeded sample) in a process of its own (a
+forked child; pytest's sweep starts pytest again) that raises
+:class:`~safe_tracectx.hooks.faults.InjectedFault` there. After each run: it
+reached the counting run's points up to its fault, no trace is left active, no
+raw set is left open, the exception that reached the top is the injected one, or
+wraps it (``raise ... from``), not one raised while handling it, no thread died
+of it unseen by the main program, and the passes it cut short did not change
+their input traces::
+
+    >>> import thunder.core.trace as trace
+    >>> from safe_tracectx.sweep.runner import sweep
+    >>> def leaky() -> None:
+    ...     token = trace.set_tracectx(trace.TraceCtx())
+    ...     trace.set_tracectx(trace.TraceCtx())  # a second point: the fault lands here, the reset never runs
+    ...     trace.reset_tracectx(token)
+    >>> result = sweep(leaky)
+    >>> result.points, result.runs, [f.index for f in result.findings]
+    (2, 2, [1])
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from safe_tracectx.policy import STRICT, Policy
+from safe_tracectx.sweep.run_outcome import ThreadDeaths, exception_site, outcome_of, wait_for_threads
+
+__all__ = [
+    "SWEEP_POLICY", "Finding", "Runs", "SweepResult", "count_points", "forked_runs", "other_path", "result_json",
+    "run_once", "run_point", "sweep", "sweep_runs",
+]  # fmt: skip
+
+#: Strict, except that an unbalanced reset is only recorded: the sweep reports leaks itself, and an
+#: ``UnbalancedContextError`` raised while unwinding would replace the injected fault.
+SWEEP_POLICY = dataclasses.replace(STRICT, unbalanced="ignore")
+
+
+@dataclasses.dataclass
+class Finding:
+    """An injection point after which something was wrong."""
+
+    index: int
+    kind: str
+    pass_label: str | None
+    outcome: str
+    problems: list[str]
+    stack: list[str]
+    #: The run took another path than the counting run before the fault (the point was not checked).
+    other_path: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """Totals of a sweep and its findings."""
+
+    points: int
+    by_kind: dict[str, int]
+    runs: int
+    outcomes: dict[str, int]
+    findings: list[Finding]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "findings": [f.to_dict() for f in self.findings]}
+
+
+#: A run that takes longer than this is ended (a program that hangs at an injection point).
+RUN_TIMEOUT_SECONDS = 600
+
+
+def _die_with_parent() -> None:
+    """Linux: the child is killed if the sweep is (SIGTERM from a CI runner, SIGKILL), never left behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def result_json(work: Callable[[], dict[str, Any]]) -> str:
+    """``work()``'s result as JSON, or a ``sweep error`` result if the sweep's own code failed."""
+    try:
+        return json.dumps(work(), default=str)
+    except BaseException as error:  # noqa: BLE001 - anything the run did not handle is its outcome
+        return json.dumps({"outcome": "sweep error", "problems": [repr(error)], "stack": []})
+
+
+def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) -> dict[str, Any]:
+    """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
+    timeout = RUN_TIMEOUT_SECONDS if timeout is None else timeout
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        me = os.getpid()
+        _die_with_parent()
+        signal.alarm(timeout)
+        os.close(read_end)
+        payload = result_json(work).encode()
+        if os.getpid() == me:  # a process the program forked returns here too: only the run itself reports
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(payload)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM:
+            return {"outcome": "timed out", "problems": [f"the run took longer than {timeout} s"], "stack": []}
+        return {"outcome": "crashed", "problems": [f"the run died (wait status {status})"], "stack": []}
+    result: dict[str, Any] = json.loads(data)
+    return result
+
+
+def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_threads: bool = True) -> dict[str, Any]:
+    """One run of ``body`` in this process, under the hooks, failing point ``target`` (None: a counting run).
+
+    The result: a counting run's ``points`` and ``failed``; a faulted run's ``outcome``, ``problems``,
+    ``stack`` and the ``points`` it reached up to the fault. Only in a process of its own: it leaves
+    behind what the faulted program left.
+    """
+    from safe_tracectx.context.blocks import TRACE_VAR
+    from safe_tracectx.hooks import begin, faults
+    from safe_tracectx._support.labels import describe_trace
+
+    injector = faults.arm(faults.Injector(target))
+    installation = begin("safe-tracectx sweep", policy, audit=True)
+    log = installation.audit_log
+    assert log is not None
+    top: BaseException | None = None
+    with ThreadDeaths(lambda: injector.fired) as threads:
+        try:
+            body()
+        except BaseException as error:  # noqa: BLE001 - the outcome of this run
+            top = error
+        try:
+            if join_threads:
+                wait_for_threads()
+        except BaseException as error:  # noqa: BLE001 - Ctrl-C while waiting
+            top = top or error
+        finally:
+            faults.disarm()
+    if target is None:
+        failed = None
+        if top is not None and not (isinstance(top, SystemExit) and top.code in (0, None)):
+            failed = f"{type(top).__name__}: {top}"
+        return {"points": injector.points, "failed": failed}
+    fired, problems = injector.fired, []
+    active = TRACE_VAR.get(None)
+    if active is not None:
+        problems.append(f"a trace was left active: {describe_trace(active)}")
+    for event in log.leaked_sets:
+        problems.append(f"set_tracectx({event.trace}) at {event.site} was never reset")
+    for changed in injector.changed_inputs:
+        problems.append(f"{changed['label']} changed its input ({changed['trace']}) before it failed")
+    died = threads.of(fired) if fired is not None else None
+    outcome = outcome_of(fired, top, died)
+    if outcome in ("masked", "replaced") and top is not None:
+        problems.append(
+            f"{outcome}: {type(top).__name__}: {top} (raised at {exception_site(top)}) reached the top "
+            + ("while the injected fault was being handled" if outcome == "masked" else "instead of the injected fault")
+        )
+    if outcome == "died in thread" and died is not None:
+        name, death = died
+        raised = "" if death is fired else f", raised at {exception_site(death)} while handling it"
+        problems.append(
+            f"died in thread: the fault ended thread {name!r} ({type(death).__name__}: {death}{raised}); "
+            "the main program never saw it"
+            + (f", and {type(top).__name__}: {top} reached its top" if top is not None else " and went on")
+        )
+    try:
+        with log.stopped():
+            installation.end()
+    except BaseException:  # noqa: BLE001 - recorded above already
+        pass
+    stack = fired.stack if fired is not None else []
+    starts = [i for i, frame in enumerate(stack) if frame.endswith(" in run_once")]
+    return {
+        "outcome": outcome,
+        "problems": problems,
+        "stack": stack[starts[-1] + 1 :] if starts else stack,
+        "points": injector.points,
+    }
+
+
+#: One run of a program, in a process of its own: ``run(None)`` counts, ``run(k)`` fails point k (``run_once``'s result).
+Runs = Callable[[int | None], dict[str, Any]]
+
+
+def forked_runs(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True) -> Runs:
+    """Each run of ``body`` in a child forked from this process (its imports reused)."""
+    return lambda target: _in_child(lambda: run_once(body, target, policy, join_threads))
+
+
+def _points(result: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The counting run's points, or why there are none."""
+    if "points" not in result:
+        raise RuntimeError(f"the counting run failed: {result.get('problems')}")
+    if result.get("failed"):
+        raise RuntimeError(
+            f"the program fails without any fault ({result['failed']}); make it run cleanly first: "
+            "the sweep compares each faulted run with a clean one"
+        )
+    return [(kind, label) for kind, label in result["points"]]
+
+
+def count_points(
+    body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
+) -> list[tuple[str, str | None]]:
+    """(kind, pass label) of each injection point of one run of ``body`` (run in a forked child)."""
+    return _points(forked_runs(body, policy=policy, join_threads=join_threads)(None))
+
+
+def run_point(
+    body: Callable[[], None], index: int, *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
+) -> dict[str, Any]:
+    """Run ``body`` in a forked child with the fault at point ``index``: ``outcome``, ``problems``, ``stack``."""
+    return forked_runs(body, policy=policy, join_threads=join_threads)(index)
+
+
+def _point_name(point: tuple[str, str | None]) -> str:
+    from safe_tracectx.hooks.faults import POINT_KINDS
+
+    kind, label = point
+    return POINT_KINDS.get(kind, kind) + (f" in {label}" if label else "")
+
+
+def other_path(expected: list[tuple[str, str | None]], reached: list[tuple[str, str | None]], index: int) -> str | None:
+    """How a run faulted at ``index`` left the counting run's path before the fault (None: it did not)."""
+    for k, (want, (kind, label)) in enumerate(zip(expected[: index + 1], reached)):
+        if (kind, label) != want:
+            return f"point {k} is a {_point_name((kind, label))} here, a {_point_name(want)} in the counting run"
+    if len(reached) <= index:
+        return (
+            f"the run reached {len(reached)} point(s), so the fault at point {index} never fired "
+            f"(the counting run reached {len(expected)})"
+        )
+    return None
+
+
+_OTHER_PATH_FIX = (
+    "the program takes another path from run to run (a warm on-disk cache, a file an earlier run wrote, "
+    "data or randomness): make each run start from the same state (a fresh cache directory, fixed seeds), "
+    "or these points are not checked"
+)
+
+
+def sweep(
+    body: Callable[[], None],
+    *,
+    max_runs: int | None = None,
+    seed: int = 0,
+    kinds: Iterable[str] | None = None,
+    in_pass: str | None = None,
+    policy: Policy = SWEEP_POLICY,
+    join_threads: bool = True,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SweepResult:
+    """Count the injection points of ``body``, then inject at each, each run in a forked child.
+
+    ``join_threads``: wait for the run's threads as Python does at exit; False when ``body`` is
+    not a whole program (a test's call, whose threads its fixtures' teardown may stop): a thread
+    that died of the fault during the run is reported either way. The rest as :func:`sweep_runs`.
+    Call it before this process runs a multi-threaded torch op: OpenMP's pool does not survive a
+    fork, and a child would hang at its first parallel op (pytest's sweep starts fresh processes).
+    """
+    return sweep_runs(
+        forked_runs(body, policy=policy, join_threads=join_threads),
+        max_runs=max_runs,
+        seed=seed,
+        kinds=kinds,
+        in_pass=in_pass,
+        progress=progress,
+    )
+
+
+def sweep_runs(
+    run: Runs,
+    *,
+    max_runs: int | None = None,
+    seed: int = 0,
+    kinds: Iterable[str] | None = None,
+    in_pass: str | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SweepResult:
+    """Count the injection points with ``run(None)``, then ``run(k)`` for each point k.
+
+    Only points of ``kinds`` (``set``, ``proxy``, ``pass``), inside a pass whose label contains
+    ``in_pass``; a seeded sample of ``max_runs`` of them. A run that reached other points than the
+    counting run before its fault is a finding: its point was not checked.
+    """
+    started = time.perf_counter()
+    points = _points(run(None))
+    wanted = set(kinds) if kinds is not None else None
+    indices = [
+        i
+        for i, (kind, label) in enumerate(points)
+        if (wanted is None or kind in wanted) and (in_pass is None or in_pass in (label or ""))
+    ]
+    if max_runs is not None and len(indices) > max_runs:
+        indices = sorted(random.Random(seed).sample(indices, max_runs))
+    outcomes: collections.Counter[str] = collections.Counter()
+    findings: list[Finding] = []
+    for done, index in enumerate(indices, 1):
+        result = run(index)
+        outcomes[result["outcome"]] += 1
+        problems = list(result["problems"])
+        reached = result.get("points")
+        elsewhere = other_path(points, reached, index) if reached is not None else None
+        if elsewhere is not None:
+            problems.insert(
+                0, f"run {done}: the injection points differ from the counting run's: {elsewhere}; {_OTHER_PATH_FIX}"
+            )
+        if problems:
+            kind, label = points[index]
+            findings.append(
+                Finding(index, kind, label, result["outcome"], problems, result["stack"], elsewhere is not None)
+            )
+        if progress is not None:
+            progress(done, len(indices), len(findings))
+    return SweepResult(
+        points=len(points),
+        by_kind=dict(collections.Counter(kind for kind, _ in points)),
+        runs=len(indices),
+        outcomes=dict(outcomes),
+        findings=findings,
+        seconds=time.perf_counter() - started,
+    )

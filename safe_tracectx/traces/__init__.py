@@ -1,0 +1,10 @@
+"""Reading traces: what a trace defines and uses, its checks, and its fingerprint; never mutating it.
+
+- ``bound_proxies``: the proxies a bound symbol reads and writes;
+- ``program``: a trace as the program Thunder will generate (names, definitions, uses);
+- ``checks``: the trace checks (``check_trace``, ``trace_findings``);
+- ``handover``: the forward/backward saved-for-backward hand-over;
+- ``generated_code``: whether a trace's Python compiles and calls only what it defines;
+- ``violations``: ``Violation``, one finding with its names and its fix;
+- ``fingerprint``: a trace's content as a hash, to see a pass mutate its input.
+"""

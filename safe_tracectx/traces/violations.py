@@ -1,0 +1,71 @@
+"""A violation: what one trace check found, with its fix and the error a policy acts on (no Thunder import).
+
+    >>> from safe_tracectx.traces.violations import Violation
+    >>> v = Violation("defined-twice", "t0", "t0 is defined again, after bound symbol 0 (neg)", "bound symbol 1 (neg)")
+    >>> type(v.to_error()).__name__, v.to_error().kind
+    ('NameClashError', 'defined-twice')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Final
+
+from safe_tracectx._support.callsite import CallSite
+from safe_tracectx.errors import (
+    FIXES,
+    TRACE_CHECKS,
+    BrokenTraceError,
+    LeakedProxyError,
+    NameClashError,
+    TraceCheck,
+    TraceContextError,
+    UseBeforeDefinitionError,
+)
+
+__all__ = ["KINDS", "Violation", "ViolationKind", "bsym_label"]
+
+#: The kinds of violation (one per trace check), as ``--check KIND=ACTION`` and ``Policy.checks`` name them.
+ViolationKind = TraceCheck
+KINDS: Final[tuple[str, ...]] = TRACE_CHECKS
+
+#: The policy check of each kind that is not ``name_clash``.
+ERRORS: Final[dict[str, type[TraceContextError]]] = {
+    "traceless-proxy": LeakedProxyError,
+    "use-before-definition": UseBeforeDefinitionError,
+    "handover-mismatch": BrokenTraceError,
+    "forward-reads-backward": BrokenTraceError,
+    "generated-code": BrokenTraceError,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One problem found in a trace: its kind, the name involved (and ``also`` the others), where, and the fix."""
+
+    kind: ViolationKind
+    name: str
+    message: str
+    where: str
+    also: tuple[str, ...] = ()
+
+    @property
+    def fix(self) -> str:
+        return FIXES[self.kind]
+
+    def to_error(self, site: CallSite | None = None, *, context: str = "") -> TraceContextError:
+        """The error a policy acts on (its class says which policy check applies, its ``kind`` which trace check)."""
+        error_type = ERRORS.get(self.kind, NameClashError)
+        error = error_type(f"{context}{self.message} ({self.where})", fix=self.fix, site=site)
+        error.kind = self.kind
+        error.names = tuple(dict.fromkeys((self.name, *self.also)))
+        return error
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message} ({self.where})"
+
+
+def bsym_label(index: int, bsym: Any, region: str | None = None) -> str:
+    """``bound symbol 3 (mul)``: how messages name a top-level bound symbol."""
+    name = getattr(getattr(bsym, "sym", None), "name", "?")
+    return f"bound symbol {index} ({name})" + (f" in {region}" if region else "")
