@@ -101,6 +101,6 @@ def load_cases(folder: Path = CASES_DIR) -> list[Case]:
 #: The ordinary programs (history/programs/ordinary_*.py) and the Thunder versions they are run at.
 ORDINARY: Final = {
     "programs": ("ordinary_mlp.py", "ordinary_block.py"),
-    "executors": ("default", "torch_compile"),
+    "executors": ("default", "torch_compile", "torch_compile_first"),
     "versions": ("0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "main"),
 }

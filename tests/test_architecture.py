@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,10 @@ def test_the_readme_layout_names_every_module() -> None:
     layout = readme[readme.index("## Layout") :]
     missing = [path.name for path in PACKAGE.rglob("*.py") if path.name not in layout]
     assert missing == []
+
+
+def test_the_library_frames_skipped_are_the_whole_packages() -> None:
+    """Call sites skip every frame of the package, wherever the module that decides it sits in the tree."""
+    from safe_tracectx._support import callsite
+
+    assert callsite._PACKAGE_DIR == str(PACKAGE) + os.sep

@@ -10,14 +10,19 @@ import torch
 
 
 def executors(argv: Sequence[str] | None = None) -> list[Any] | None:
-    """``--executor default|torch_compile``: Thunder's default executors, or torch.compile's first."""
+    """``--executor default|torch_compile|torch_compile_first``: Thunder's default executors, torch.compile's
+    alone, or torch.compile's ahead of the default ones."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--executor", choices=("default", "torch_compile"), default="default")
+    parser.add_argument("--executor", choices=("default", "torch_compile", "torch_compile_first"), default="default")
     chosen = parser.parse_args(argv).executor
     if chosen == "default":
         return None
     from thunder.executors.torch_compile import torch_compile_ex
 
+    if chosen == "torch_compile_first":
+        from thunder.extend import get_default_executors
+
+        return [torch_compile_ex, *get_default_executors()]
     return [torch_compile_ex]
 
 
