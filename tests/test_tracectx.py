@@ -150,7 +150,7 @@ def test_an_uninitialised_subclass_is_told_at_exit_at_decoration_and_with_some_f
 
     class Partial(base):  # type: ignore[misc]
         def __init__(self, *args: object) -> None:
-            self._state = 0  # NEW, but neither _value nor _read_only
+            self._state = 0  # NEW, but neither _value nor _snapshots
 
     outer = make_trace()
     message = rf"was never initialised: .*{base.__name__}.__init__"

@@ -13,32 +13,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx._support.arguments import expect_trace
 from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
-from safe_tracectx.context.blocks import ENDED, NEW, OPEN, OWNER_VAR, TRACE_VAR, Block, not_initialised, require_initialised
+from safe_tracectx.context.blocks import Block, require_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.context.readonly import Snapshot
 from safe_tracectx.errors import FIXES, ReadOnlyTraceError, TraceContextError
-from safe_tracectx.policy.actions import act
 
 __all__ = ["preview", "tracectx"]
 
 _T = TypeVar("_T", bound="TraceCtx | None")
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-# Bound methods, looked up once: the enter/exit fast path is a handful of calls.
-_trace_get: Final = TRACE_VAR.get
-_trace_set: Final = TRACE_VAR.set
-_trace_reset: Final = TRACE_VAR.reset
-_owner_get: Final = OWNER_VAR.get
-_owner_set: Final = OWNER_VAR.set
-_owner_reset: Final = OWNER_VAR.reset
 
 
 def preview(items: list[str], limit: int = 8) -> str:
@@ -47,7 +37,7 @@ def preview(items: list[str], limit: int = 8) -> str:
     return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
 
 
-class tracectx(Block, Generic[_T]):
+class tracectx(Block[_T]):
     """Make ``trace`` (a ``TraceCtx``, or None for "explicitly no trace") the active trace.
 
     Restores the previous trace on every exit path. Also a decorator (a fresh
@@ -65,64 +55,26 @@ class tracectx(Block, Generic[_T]):
         0
     """
 
-    __slots__ = ("_read_only", "_snapshot")  # _snapshot: set at enter, and only when read_only
+    __slots__ = ("_snapshot",)  # set at enter, and only when read-only
+
+    set_at_enter: ClassVar[frozenset[str]] = Block.set_at_enter | {"_snapshot"}
 
     def __init__(self, trace: _T, *, read_only: bool = False) -> None:
-        # Block.__init__, inlined (as in __enter__ and __exit__): these three run for every block.
         if trace is not None and not isinstance(trace, TraceCtx):
             expect_trace(trace, f"{type(self).__name__}()", allow_none=True)
-        self._value = trace
-        self._state = NEW
-        self._read_only = True if read_only else False
+        Block.__init__(self, trace, snapshots=True if read_only else False)
 
-    def __enter__(self) -> _T:
-        trace: _T
-        try:
-            state, trace, read_only = self._state, self._value, self._read_only
-        except AttributeError:  # a subclass whose __init__ skipped ours (or set only some of its fields)
-            raise not_initialised(self) from None
-        if state is not NEW:
-            raise TypeError(
-                f"this {type(self).__name__}() was already entered; create a new one for each "
-                "with-block (or use it as a decorator, which makes one per call)"
-            )
-        if read_only:  # the snapshot before activating: if it raises, nothing changed
-            self._snapshot = Snapshot(trace) if trace is not None else None
-        self._value_token = _trace_set(trace)
-        self._owner_token = _owner_set(self)
-        self._state = OPEN
-        return trace
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        # Block._deactivate_fast, inlined: this runs on every exit.
-        try:
-            state = self._state
-        except AttributeError:  # never initialised (an ExitStack.push, a hand-called __exit__)
-            raise not_initialised(self) from None
-        if state is OPEN and _owner_get() is self and _trace_get(None) is self._value:
-            try:
-                _trace_reset(self._value_token)
-            except ValueError:
-                pass
-            else:
-                _owner_reset(self._owner_token)
-                self._state = ENDED
-                if self._read_only:
-                    for error in self._on_closed():
-                        act(error, in_flight=exc)
-                return
-        for error in self._close():
-            act(error, in_flight=exc)
+    def _take_snapshot(self) -> None:
+        self._snapshot = Snapshot(self._value) if self._value is not None else None
 
     def _on_closed(self) -> list[TraceContextError]:
-        if not self._read_only:
+        if not self._snapshots:
             return []
         snapshot, self._snapshot = self._snapshot, None
-        if snapshot is None:
+        trace = self._value
+        if snapshot is None or trace is None:  # no snapshot of no trace
             return []
-        added_names, added_bsyms = snapshot.restore(self._value)
+        added_names, added_bsyms = snapshot.restore(trace)
         if not added_names and not added_bsyms:
             return []
         parts = []
@@ -139,8 +91,8 @@ class tracectx(Block, Generic[_T]):
         return [ReadOnlyTraceError(message, fix=FIXES["read_only"], site=find_call_site())]
 
     def _clone(self) -> tracectx[_T]:
-        return tracectx(self._value, read_only=self._read_only)
+        return tracectx(self._value, read_only=self._snapshots)
 
     def __call__(self, func: _F) -> _F:
-        require_initialised(self, "_value", "_read_only")  # at decoration, not at the first call
+        require_initialised(self, "_value", "_snapshots")  # at decoration, not at the first call
         return decorate(func, self._clone, what=f"{type(self).__name__}(...)")

@@ -11,34 +11,56 @@ for ``tracectx``, ``use_policy`` and a guarded ``set_tracectx``:
   is reported and changes nothing (its owner can still exit it);
 - exiting twice, or before entering, is reported and changes nothing.
 
+Every block's ``__enter__`` and ``__exit__`` come from :func:`fast_path`, made
+once per pair of ContextVars: a subclass that names its own pair gets its own::
+
     >>> from contextvars import ContextVar
     >>> from safe_tracectx.context.blocks import Block
-    >>> class Flag(Block):
+    >>> class Flag(Block[str]):
     ...     value_var = ContextVar("flag", default=None)
     ...     owner_var = ContextVar("flag.owner", default=None)
-    >>> block = Flag("on")
-    >>> block._activate()
-    >>> Flag.value_var.get(), block._close(), Flag.value_var.get()
-    ('on', [], None)
+    >>> with Flag("on"):
+    ...     Flag.value_var.get()
+    'on'
+    >>> Flag.value_var.get() is None
+    True
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar, Token
-from typing import Any, ClassVar, Final
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 
 import thunder.core.trace as _thunder_trace
 
 from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
+from safe_tracectx.policy.actions import act
 
-__all__ = ["ENDED", "NEW", "OPEN", "ORPHANED", "OWNER_VAR", "RELEASED", "TRACE_VAR", "Block", "not_initialised", "open_blocks", "require_initialised"]
+__all__ = [
+    "ENDED",
+    "NEW",
+    "OPEN",
+    "ORPHANED",
+    "OWNER_VAR",
+    "RELEASED",
+    "TRACE_VAR",
+    "Block",
+    "fast_path",
+    "not_initialised",
+    "open_blocks",
+    "require_initialised",
+]
+
+_V = TypeVar("_V")
 
 #: Thunder's trace ContextVar (never replaced: ``install()`` hooks set/reset, not the variable).
 TRACE_VAR: Final[ContextVar[Any]] = _thunder_trace._tracectx
 #: The block that set the value now in TRACE_VAR (None: no block of ours).
-OWNER_VAR: Final[ContextVar[Block | None]] = ContextVar("safe_tracectx.owner", default=None)
+OWNER_VAR: Final[ContextVar[Block[Any] | None]] = ContextVar("safe_tracectx.owner", default=None)
 
 # Block states.
 NEW: Final = 0
@@ -52,7 +74,6 @@ _WRONG_CONTEXT: Final = (
     "an asyncio task, copy_context().run, a generator resumed elsewhere); nothing was changed, "
     "and it stays active where it was entered until it is exited there"
 )
-
 
 def not_initialised(block: object) -> TypeError:
     """The error for a block whose subclass's ``__init__`` did not call its base's (it has no state to enter)."""
@@ -69,25 +90,104 @@ def require_initialised(block: object, *fields: str) -> None:
         raise not_initialised(block)
 
 
-class Block:
-    """One activation of a value: made by a manager's enter or by a guarded ``set_tracectx``."""
+def fast_path(value_var: ContextVar[Any], owner_var: ContextVar[Any]) -> dict[str, Callable[..., Any]]:
+    """The ``__enter__`` and ``__exit__`` of the blocks on ``value_var``: the one definition of the fast path.
 
-    __slots__ = ("_value", "_state", "_value_token", "_owner_token")
+    Made per pair of ContextVars so that their bound methods are looked up once, here: this runs
+    on every enter and exit. The exit resets both variables when the block is on top in its own
+    Context, and leaves every other case to :meth:`Block._close`.
+    """
+    value_get, value_set, value_reset = value_var.get, value_var.set, value_var.reset
+    owner_get, owner_set, owner_reset = owner_var.get, owner_var.set, owner_var.reset
+
+    def __enter__(self: Block[_V]) -> _V:
+        try:
+            state, value, snapshots = self._state, self._value, self._snapshots
+        except AttributeError:  # a subclass whose __init__ skipped ours (or set only some of its fields)
+            raise not_initialised(self) from None
+        if state is not NEW:
+            raise TypeError(
+                f"this {type(self).__name__}() was already entered; create a new one for each "
+                "with-block (or use it as a decorator, which makes one per call)"
+            )
+        if snapshots:  # before activating: if it raises, nothing changed
+            self._take_snapshot()
+        self._value_token = value_set(value)
+        self._owner_token = owner_set(self)
+        self._state = OPEN
+        return value
+
+    def __exit__(
+        self: Block[Any], exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            state = self._state
+        except AttributeError:  # never initialised (an ExitStack.push, a hand-called __exit__)
+            raise not_initialised(self) from None
+        if state is OPEN and owner_get() is self and value_get(None) is self._value:
+            try:
+                value_reset(self._value_token)
+            except ValueError:  # a Context copied from the one that entered it: _close tells
+                pass
+            else:
+                owner_reset(self._owner_token)
+                self._state = ENDED
+                if self._snapshots:
+                    for error in self._on_closed():
+                        act(error, in_flight=exc)
+                return
+        for error in self._close():
+            act(error, in_flight=exc)
+
+    return {"__enter__": __enter__, "__exit__": __exit__}
+
+
+def _give_fast_path(cls: type[Block[Any]]) -> None:
+    """Give ``cls`` the fast path of its ContextVar pair (an ``__enter__`` or ``__exit__`` it defines is kept)."""
+    for name, method in fast_path(cls.value_var, cls.owner_var).items():
+        if name not in cls.__dict__:
+            setattr(cls, name, method)
+
+
+class Block(Generic[_V]):
+    """One activation of a value: made by a manager's enter or by a guarded ``set_tracectx``.
+
+    A subclass's ``__init__`` sets every slot but those in ``set_at_enter`` (a test checks it).
+    """
+
+    __slots__ = ("_value", "_state", "_snapshots", "_value_token", "_owner_token")
 
     #: The variable the block sets, and the one that records which block set it.
     value_var: ClassVar[ContextVar[Any]] = TRACE_VAR
     owner_var: ClassVar[ContextVar[Any]] = OWNER_VAR
     #: The fix an unbalanced exit of this kind of block suggests.
     unbalanced_fix: ClassVar[str] = FIXES["unbalanced"]
+    #: The slots set at enter, not by ``__init__``.
+    set_at_enter: ClassVar[frozenset[str]] = frozenset({"_value_token", "_owner_token"})
 
-    _value: Any
+    _value: _V
     _state: int
+    _snapshots: bool  # True: _take_snapshot runs at enter (before the value is set), _on_closed at a clean exit
     _value_token: Token[Any]
     _owner_token: Token[Any]
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: _V, *, snapshots: bool = False) -> None:
         self._value = value
         self._state = NEW
+        self._snapshots = snapshots
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "value_var" in cls.__dict__ or "owner_var" in cls.__dict__:  # its own pair: its own fast path
+            _give_fast_path(cls)
+
+    if TYPE_CHECKING:  # made by fast_path: _give_fast_path gives them to Block (below) and to a subclass on its own pair
+
+        def __enter__(self) -> _V: ...
+
+        def __exit__(
+            self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        ) -> None: ...
 
     def label(self) -> str:
         """How a report names this block, e.g. ``tracectx(trace of f @0x...)``."""
@@ -107,27 +207,13 @@ class Block:
         """Close an open block for its owner (a leak's clean-up); the owner's own later exit is then silent."""
         return self._close(orphan=True)
 
-    def _below(self) -> Block | None:
+    def _below(self) -> Block[Any] | None:
         """The block that owned the value this one displaced (read from the owner token: no extra get at enter)."""
         previous = self._owner_token.old_value
         return None if previous is Token.MISSING else previous
 
-    def _activate(self) -> None:
-        self._value_token = self.value_var.set(self._value)
-        self._owner_token = self.owner_var.set(self)
-        self._state = OPEN
-
-    def _deactivate_fast(self) -> bool:
-        """Close the block if it is on top in its own Context; False means: take :meth:`_close`."""
-        if self._state is OPEN and self.owner_var.get() is self and self.value_var.get(None) is self._value:
-            try:
-                self.value_var.reset(self._value_token)
-            except ValueError:  # a Context copied from the one that entered it
-                return False
-            self.owner_var.reset(self._owner_token)
-            self._state = ENDED
-            return True
-        return False
+    def _take_snapshot(self) -> None:
+        """Record what ``_on_closed`` compares against (only called when ``_snapshots`` is true)."""
 
     def _on_closed(self) -> list[TraceContextError]:
         """What closing this block found wrong besides its balance (a read-only block's additions)."""
@@ -145,7 +231,7 @@ class Block:
             return [self._unbalanced("was exited a second time")]
 
         value_var, owner_var = self.value_var, self.owner_var
-        above: list[Block] = []
+        above: list[Block[Any]] = []
         block = owner_var.get()
         while block is not None and block is not self:
             above.append(block)
@@ -188,12 +274,15 @@ class Block:
         return UnbalancedContextError(f"{self.label()} {problem}", fix=self.unbalanced_fix, site=find_call_site())
 
 
-def open_blocks(owner_var: ContextVar[Any] = OWNER_VAR) -> list[Block]:
+def open_blocks(owner_var: ContextVar[Any] = OWNER_VAR) -> list[Block[Any]]:
     """The blocks open in this context, innermost first."""
-    blocks: list[Block] = []
+    blocks: list[Block[Any]] = []
     block = owner_var.get()
     while block is not None:
         if block._state is OPEN:
             blocks.append(block)
         block = block._below()
     return blocks
+
+
+_give_fast_path(Block)

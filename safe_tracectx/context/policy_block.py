@@ -15,21 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from types import TracebackType
 from typing import Any, ClassVar, Final, TypeVar
 
-from safe_tracectx.context.blocks import NEW, Block, not_initialised, require_initialised
+from safe_tracectx.context.blocks import Block, require_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.policy import POLICY_VAR, OverrideAction, Policy, PresetName, as_policy
-from safe_tracectx.policy.actions import act
 
 __all__ = ["use_policy"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-_POLICY_OWNER: Final[ContextVar[Block | None]] = ContextVar("safe_tracectx.policy_owner", default=None)
+_POLICY_OWNER: Final[ContextVar[Block[Any] | None]] = ContextVar("safe_tracectx.policy_owner", default=None)
 
 
-class use_policy(Block):
+class use_policy(Block[Policy]):
     """Use ``policy`` (a Policy or "strict"/"lenient"/"audit", with per-check overrides) for a block."""
 
     __slots__ = ()
@@ -46,28 +44,6 @@ class use_policy(Block):
 
     def label(self) -> str:
         return f"use_policy({self._value!r})"
-
-    def __enter__(self) -> Policy:
-        policy: Policy
-        try:
-            state, policy = self._state, self._value
-        except AttributeError:  # a subclass whose __init__ skipped ours (or set only some of its fields)
-            raise not_initialised(self) from None
-        if state is not NEW:
-            raise TypeError("this use_policy() was already entered; create a new one for each with-block")
-        self._activate()
-        return policy
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            self._state
-        except AttributeError:  # never initialised: an ExitStack.push, a hand-called __exit__
-            raise not_initialised(self) from None
-        if not self._deactivate_fast():
-            for error in self._close():
-                act(error, in_flight=exc)
 
     def _clone(self) -> use_policy:
         return use_policy(self._value)

@@ -22,7 +22,6 @@ from safe_tracectx._support.arguments import expect_trace
 from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.active_trace import preview, tracectx
-from safe_tracectx.context.blocks import NEW
 from safe_tracectx.errors import NameClashError
 
 __all__ = ["ScratchTrace", "scratch_trace"]
@@ -119,10 +118,7 @@ class scratch_trace(tracectx[ScratchTrace]):
         if names is not _NO_NAMES:
             reserved_names = _name_tuple(names)
             reserved.update(reserved_names)
-        # tracectx.__init__, inlined: the scratch trace is ours, so it needs no check.
-        self._value = ScratchTrace._owning(reserved)
-        self._state = NEW
-        self._read_only = False
+        tracectx.__init__(self, ScratchTrace._owning(reserved))
         self._reserve = reserve
         self._reserved_names = reserved_names
 

@@ -27,7 +27,6 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx._support.arguments import expect_name, expect_shape, to_device, to_dtype
 from safe_tracectx._support.callsite import find_call_site, find_frame
 from safe_tracectx.context.active_trace import tracectx
-from safe_tracectx.context.blocks import NEW
 from safe_tracectx.errors import FIXES, TracelessRecordingError
 
 __all__ = ["TracelessTrace", "is_traceless", "traceless", "traceless_proxies_made", "traceless_tensorproxy"]
@@ -121,9 +120,7 @@ class traceless(tracectx[TracelessTrace]):
     __slots__ = ()
 
     def __init__(self) -> None:
-        self._value = TracelessTrace()
-        self._state = NEW
-        self._read_only = False
+        tracectx.__init__(self, TracelessTrace())
 
     def _clone(self) -> traceless:
         return traceless()

@@ -48,7 +48,7 @@ _blocks_by_token: Final[dict[int, RawBlock]] = {}
 _serials: Final = itertools.count()
 
 
-class RawBlock(Block):
+class RawBlock(Block[Any]):
     """A ``set_tracectx(trace)`` made while installed, found again by its token."""
 
     __slots__ = ("_site", "_serial", "_thread")
@@ -94,15 +94,11 @@ class RawBlock(Block):
         """The ``reset_tracectx(token)`` of this set."""
         if events.sinks:
             events.emit("trace_reset", trace=self._value, site=find_call_site(), block=id(self), set_site=self._site)
-        if self._deactivate_fast():
-            _blocks_by_token.pop(id(self._value_token), None)
-            return
-        errors = self._close()
-        if self._state is ENDED:
-            _blocks_by_token.pop(id(self._value_token), None)
-        in_flight = sys.exc_info()[1]  # reset in a `finally` while a KeyboardInterrupt or GeneratorExit propagates
-        for error in errors:
-            act(error, in_flight=in_flight)
+        try:  # in flight: a reset in a `finally` while a KeyboardInterrupt or GeneratorExit propagates
+            self.__exit__(None, sys.exc_info()[1], None)
+        finally:  # also when the policy raised what the exit found
+            if self._state is ENDED:
+                _blocks_by_token.pop(id(self._value_token), None)
 
 
 def next_serial() -> int:
@@ -115,7 +111,7 @@ def guarded_set_tracectx(ctx: Any) -> Token[Any]:
     if faults.injector is not None:
         faults.point("set", events.current_pass.get())
     block = RawBlock(ctx, find_call_site())
-    block._activate()
+    block.__enter__()
     _blocks_by_token[id(block._value_token)] = block
     if events.sinks:
         events.emit("trace_set", trace=ctx, site=block._site, block=id(block))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.context.blocks import Block, open_blocks
@@ -31,7 +32,7 @@ from safe_tracectx.policy import default_policy, swap_default_policy
 __all__ = ["Leftovers"]
 
 
-def _open_here() -> list[Block]:
+def _open_here() -> list[Block[Any]]:
     """Trace blocks and policy blocks open in this context, innermost first."""
     return [*open_blocks(), *open_blocks(use_policy.owner_var)]
 
