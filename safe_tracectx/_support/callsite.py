@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 __all__ = ["CallSite", "display_path", "find_call_site", "find_frame", "thunder_root", "user_definition"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: The package, not this module's folder (_support/): the hooks' frames are machinery too.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _ALWAYS_SKIPPED = frozenset({contextlib.__file__})
 _thunder_root: str | None = None
 
