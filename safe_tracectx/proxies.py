@@ -36,8 +36,8 @@ P = TypeVar("P", bound=Proxy)
 
 def _record(trace: TraceCtx, name: str, function: str, *, named_by_hook: bool = True) -> None:
     # With the hooks installed, the naming hook already records every proxy it names.
-    if events.sinks and not (named_by_hook and events.naming_hooked.on):
-        events.emit("proxy_created", trace=trace, site=find_call_site(), name=name, via=function)
+    if events.proxy_sinks and not (named_by_hook and events.naming_hooked.on):
+        events.proxy_created(trace, name, via=function)
 
 
 def fresh_name(trace: TraceCtx, *, prefix: str | None = None) -> str:

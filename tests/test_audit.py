@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from pathlib import Path
@@ -12,6 +13,8 @@ from thunder.core.dtypes import float32
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, from_trace, reset_tracectx, set_tracectx
 
+from safe_tracectx._support.callsite import CallSite
+from safe_tracectx._support.events import Event
 from safe_tracectx import LeakedProxyError, NameClashError, traceless, tracectx, use_policy
 from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.hooks import PassSpec, installed
@@ -40,6 +43,42 @@ def test_events_carry_site_thread_trace_and_pass() -> None:
     assert log.counts["trace_set"] == log.counts["trace_reset"] == 1
     (site, pass_name, count), = log.by_call_site()
     assert (site.function if site else None, pass_name, count) == ("_make_proxies", "(outside remat passes)", 3)
+
+
+def _alive(kind: type) -> int:
+    return sum(type(o) is kind for o in gc.get_objects())
+
+
+def test_a_proxy_made_is_counted_not_kept_as_an_event_and_a_call_site() -> None:
+    """The audit's per-proxy cost: no Event and no CallSite per proxy (counts, and a name per kept proxy)."""
+    with audit() as log:
+        _make_proxies(1)
+        gc.collect()
+        events_before, sites_before = _alive(Event), _alive(CallSite)
+        _make_proxies(300)
+        gc.collect()
+        events_after, sites_after = _alive(Event), _alive(CallSite)
+    assert (events_after - events_before, sites_after - sites_before) == (0, 0)
+    assert log.counts["proxy_created"] == 301 and sum(n for _, _, n in log.by_call_site()) == 301
+    assert [e.detail["name"] for e in log.events if e.kind == "proxy_created"] == ["t0"] + [f"t{i}" for i in range(300)]
+
+
+def test_kept_events_keep_the_order_they_happened_in() -> None:
+    with audit(max_events=5) as log:
+        trace = TraceCtx()
+        with tracectx(trace):
+            TensorProxy(shape=(1,), device=cpu, dtype=float32)
+            token = set_tracectx(trace)
+            TensorProxy(shape=(1,), device=cpu, dtype=float32)
+            reset_tracectx(token)
+            TensorProxy(shape=(1,), device=cpu, dtype=float32)
+            TensorProxy(shape=(1,), device=cpu, dtype=float32)  # the sixth: dropped
+    kept = [("proxy_created", "t0"), ("trace_set", None), ("proxy_created", "t1"), ("trace_reset", None),
+            ("proxy_created", "t2")]
+    assert [(e.kind, e.detail.get("name")) for e in log.events] == kept
+    document = log.to_dict()
+    assert (document["kept"], document["dropped"], document["counts"]["proxy_created"]) == (5, 1, 4)
+    assert [(e["kind"], e["detail"].get("name")) for e in document["events"]] == kept
 
 
 def test_max_events_bounds_memory_but_counters_keep_counting() -> None:

@@ -20,12 +20,19 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NamedTuple
 
-__all__ = ["CallSite", "display_path", "find_call_site", "find_frame", "thunder_root", "user_definition"]
+__all__ = [
+    "CallSite", "SiteKey", "display_path", "find_call_site", "find_frame", "find_site_key", "thunder_root", "user_definition",
+]
 
-# the package's own folder (this module is in its _support/)
+#: The package, not this module's folder (_support/): the hooks' frames are machinery too.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _ALWAYS_SKIPPED = frozenset({contextlib.__file__})
 _thunder_root: str | None = None
+
+
+#: A call site as plain values, ``(filename, lineno, function)``: what the audit counts proxies by, per proxy
+#: (``CallSite(*key)`` when a report shows it).
+SiteKey = tuple[str, int, str]
 
 
 class CallSite(NamedTuple):
@@ -105,19 +112,39 @@ def find_frame(
     return None
 
 
+#: Per skip_thunder: filename -> whether its frames are skipped (a file's answer never changes: Thunder's files
+#: run only once Thunder is imported, and then thunder_root() knows them). Bounded: Thunder names every program
+#: it generates anew.
+_skipped_files: tuple[dict[str, bool], dict[str, bool]] = ({}, {})
+_MAX_CACHED_FILES = 10_000
+
+
+def find_site_key(frame: FrameType | None, *, skip_thunder: bool = False) -> SiteKey | None:
+    """The first frame, walking out from ``frame``, outside this package, as a :data:`SiteKey` (no object made)."""
+    skipped = _skipped_files[skip_thunder]
+    f = frame
+    while f is not None:
+        code = f.f_code
+        filename = code.co_filename
+        skip = skipped.get(filename)
+        if skip is None:
+            skip = _skipped(filename, skip_thunder=skip_thunder)
+            if len(skipped) < _MAX_CACHED_FILES:
+                skipped[filename] = skip
+        if not skip:
+            return (filename, f.f_lineno, code.co_qualname)
+        f = f.f_back
+    return None
+
+
 def find_call_site(*, skip_thunder: bool = False, frame: FrameType | None = None) -> CallSite | None:
     """The first frame, walking out from ``frame`` (default: the caller), outside this package.
 
     With ``skip_thunder=True`` Thunder's frames are skipped too, so the site is
     the user's code that called into Thunder.
     """
-    f: FrameType | None = frame if frame is not None else sys._getframe(1)
-    while f is not None:
-        code = f.f_code
-        if not _skipped(code.co_filename, skip_thunder=skip_thunder):
-            return CallSite(code.co_filename, f.f_lineno, code.co_qualname)
-        f = f.f_back
-    return None
+    key = find_site_key(frame if frame is not None else sys._getframe(1), skip_thunder=skip_thunder)
+    return None if key is None else CallSite(*key)
 
 
 def user_definition(function: object) -> CallSite | None:

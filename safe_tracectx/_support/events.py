@@ -1,6 +1,8 @@
 """The event stream that hooks emit into and audits subscribe to.
 
-Emitting costs one list check when nobody listens::
+Emitting costs one list check when nobody listens. A proxy made is no
+``Event``: it goes to the proxy sinks as plain values (``proxy_created``), for
+an audit to count; every other event goes to ``sinks``::
 
     >>> from safe_tracectx._support.events import Event, emit, sinks
     >>> seen = []
@@ -14,20 +16,26 @@ Emitting costs one list check when nobody listens::
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Final, Literal
 
-from safe_tracectx._support.callsite import CallSite
+from safe_tracectx._support.callsite import CallSite, SiteKey, find_site_key
 from safe_tracectx._support.labels import describe_trace
 
-__all__ = ["Event", "EventKind", "current_pass", "emit", "naming_hooked", "sinks"]
+__all__ = [
+    "Event", "EventKind", "ProxySink", "current_pass", "emit", "naming_hooked", "proxy_created", "proxy_sinks", "sinks",
+]
 
 EventKind = Literal["proxy_created", "proxy_traceless", "trace_set", "trace_reset", "violation", "pass_run"]
 
 #: Called with every event while an audit is active.
 sinks: Final[list[Callable[[Event], None]]] = []
+#: Called with ``(site, thread, trace, pass_name, name, via)`` for every proxy made while an audit is active.
+ProxySink = Callable[[SiteKey | None, str, object, str | None, str, str | None], None]
+proxy_sinks: Final[list[ProxySink]] = []
 
 
 class _Switch:
@@ -75,3 +83,15 @@ def emit(kind: EventKind, /, *, trace: object, site: CallSite | None = None, **d
     )
     for sink in list(sinks):
         sink(event)
+
+
+def proxy_created(trace: object, name: str, *, via: str | None = None) -> None:
+    """Tell every proxy sink that ``name`` was made in ``trace``, at the caller's call site (``via``: by which
+    of the package's wrappers, if one)."""
+    if not proxy_sinks:
+        return
+    site = find_site_key(sys._getframe(1))
+    thread = threading.current_thread().name
+    pass_name = current_pass.get()
+    for sink in list(proxy_sinks):
+        sink(site, thread, trace, pass_name, name, via)

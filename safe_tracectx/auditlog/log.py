@@ -16,15 +16,18 @@ hooks for a block and yields one::
 
 from __future__ import annotations
 
+import array
 import collections
 import json
 import os
+import threading
 from types import TracebackType
 from typing import Any, Final
 
 from safe_tracectx._support import events
-from safe_tracectx._support.callsite import CallSite, display_path
+from safe_tracectx._support.callsite import CallSite, SiteKey, display_path
 from safe_tracectx._support.events import Event
+from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import KINDS, PASSES, phase_label
 from safe_tracectx.auditlog.documents import AUDIT_SCHEMA as JSON_SCHEMA
 from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
@@ -64,21 +67,44 @@ def _site_json(site: CallSite | None) -> dict[str, Any] | None:
     return None if site is None else {"file": display_path(site.filename), "line": site.lineno, "function": site.function}
 
 
+#: What a kept proxy event shares with others: site, thread, trace id, trace, pass, and the wrapper that made it.
+_ProxyContext = tuple[SiteKey | None, str, int | None, str, str | None, str | None]
+
+
 class AuditLog:
     """Events (kept up to ``max_events``) and counters (always complete).
 
     Counters keep counting after events are dropped; ``dropped`` says how many were.
+    A proxy made is counted per (call site, pass) as it happens; a kept one is a
+    name and the index of its context (site, thread, trace, pass), and becomes an
+    ``Event`` only when ``events`` or ``to_dict()`` is read::
+
+        >>> from safe_tracectx._support import events
+        >>> with AuditLog(max_events=1) as log:
+        ...     for name in ("t0", "t1"):
+        ...         events.proxy_created(None, name)
+        >>> [(e.kind, e.detail["name"], e.site.function) for e in log.events], log.dropped
+        ([('proxy_created', 't0', '<module>')], 1)
+        >>> [(site.function, pass_name, n) for site, pass_name, n in log.by_call_site()]
+        [('<module>', '(outside remat passes)', 2)]
     """
 
     def __init__(self, max_events: int | None = None) -> None:
         if max_events is not None and max_events < 0:
             raise ValueError(f"max_events must be None or >= 0, got {max_events}")
         self.max_events = max_events
-        self.events: list[Event] = []
         self.dropped = 0
         self.counts: collections.Counter[str] = collections.Counter()
-        self.proxies_by_site: collections.Counter[tuple[CallSite | None, str]] = collections.Counter()
-        self.proxies_by_pass: collections.Counter[str] = collections.Counter()
+        #: Proxies made per (call site, innermost pass running): the raw counts the views derive from.
+        self._proxy_counts: collections.Counter[tuple[SiteKey | None, str | None]] = collections.Counter()
+        self._derived: tuple[int, collections.Counter[tuple[CallSite | None, str]], collections.Counter[str]] | None = None
+        #: The kept events: the others as (kept proxies before it, Event); the kept proxies as their names and
+        #: the index of their context in _contexts (indices in insertion order: new ones added under the lock).
+        self._kept_events: list[tuple[int, Event]] = []
+        self._proxy_names: list[str] = []
+        self._proxy_context: array.array[int] = array.array("Q")
+        self._contexts: dict[_ProxyContext, int] = {}
+        self._contexts_lock = threading.Lock()
         self.passes: dict[str, dict[str, Any]] = {}
         #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
         #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.traces.fingerprint``),
@@ -110,27 +136,44 @@ class AuditLog:
         """Begin receiving events (from every thread)."""
         if not self._active:
             events.sinks.append(self.record)
+            events.proxy_sinks.append(self.record_proxy)
             self._active = True
 
     def stop(self) -> None:
         """Stop receiving events."""
         if self._active:
             events.sinks.remove(self.record)
+            events.proxy_sinks.remove(self.record_proxy)
             self._active = False
 
     def stopped(self) -> _Paused:
         """A block during which this log receives nothing (a clean-up that is not part of the report)."""
         return _Paused(self)
 
+    def record_proxy(
+        self, site: SiteKey | None, thread: str, trace: object, pass_name: str | None, name: str, via: str | None
+    ) -> None:
+        """Count a proxy made (``events.proxy_created``) and keep it unless ``max_events`` is reached."""
+        self.counts["proxy_created"] += 1
+        self._proxy_counts[(site, pass_name)] += 1
+        max_events = self.max_events
+        if max_events is not None and len(self._proxy_names) + len(self._kept_events) >= max_events:
+            self.dropped += 1
+            return
+        context = (site, thread, None if trace is None else id(trace), describe_trace(trace), pass_name, via)
+        index = self._contexts.get(context)
+        if index is None:
+            with self._contexts_lock:
+                index = self._contexts.setdefault(context, len(self._contexts))
+        self._proxy_context.append(index)
+        self._proxy_names.append(name)
+
     def record(self, event: Event) -> None:
         """Count ``event`` and keep it unless ``max_events`` is reached."""
         self.counts[event.kind] += 1
         kind = event.kind
-        if kind == "proxy_created":
-            function = event.site.function if event.site is not None else ""
-            pass_name = phase_label(event.pass_name, function) or OTHER
-            self.proxies_by_site[(event.site, pass_name)] += 1
-            self.proxies_by_pass[pass_name] += 1
+        if kind == "proxy_created":  # emitted as an Event: counted as record_proxy counts, kept as it is
+            self._proxy_counts[(event.site, event.pass_name)] += 1
         elif kind == "trace_set":
             self._open_sets[event.detail["block"]] = event
         elif kind == "trace_reset":
@@ -159,12 +202,56 @@ class AuditLog:
             stats["seconds"] += event.detail.get("seconds", 0.0)
             stats["traces"] += event.detail.get("traces", 0)
             stats["violations"].extend(event.detail.get("violations", []))
-        if self.max_events is None or len(self.events) < self.max_events:
-            self.events.append(event)
+        if self.max_events is None or len(self._proxy_names) + len(self._kept_events) < self.max_events:
+            self._kept_events.append((len(self._proxy_names), event))
         else:
             self.dropped += 1
 
     # ---- views -----------------------------------------------------------------------
+
+    @property
+    def events(self) -> list[Event]:
+        """The kept events, in the order they happened (each kept proxy's Event made now)."""
+        sites: dict[SiteKey, CallSite] = {}
+        contexts = [
+            (None if site is None else sites.setdefault(site, CallSite(*site)), thread, trace_id, trace, pass_name, via)
+            for site, thread, trace_id, trace, pass_name, via in self._contexts
+        ]
+        names, context_of = self._proxy_names, self._proxy_context
+        kept: list[Event] = []
+        made = 0
+        for before, event in [*self._kept_events, (len(names), None)]:
+            for at in range(made, before):
+                site, thread, trace_id, trace, pass_name, via = contexts[context_of[at]]
+                detail: dict[str, Any] = {"name": names[at]} if via is None else {"name": names[at], "via": via}
+                kept.append(Event("proxy_created", site, thread, trace_id, trace, pass_name, detail))
+            made = max(made, before)  # threads racing to keep an event may note the count before the other's
+            if event is not None:
+                kept.append(event)
+        return kept
+
+    @property
+    def proxies_by_site(self) -> collections.Counter[tuple[CallSite | None, str]]:
+        """Proxy creations per (call site, pass or sub-phase label), in the order each was first seen."""
+        return self._proxy_views()[0]
+
+    @property
+    def proxies_by_pass(self) -> collections.Counter[str]:
+        """Proxy creations per pass or sub-phase label (``(outside remat passes)`` for the rest)."""
+        return self._proxy_views()[1]
+
+    def _proxy_views(self) -> tuple[collections.Counter[tuple[CallSite | None, str]], collections.Counter[str]]:
+        """The raw counts by (call site, pass) labelled as reports show them (made again once more proxies came)."""
+        made = self.counts["proxy_created"]
+        if self._derived is None or self._derived[0] != made:
+            by_site: collections.Counter[tuple[CallSite | None, str]] = collections.Counter()
+            by_pass: collections.Counter[str] = collections.Counter()
+            for (site, pass_name), count in self._proxy_counts.items():
+                label = phase_label(pass_name, "" if site is None else site[2]) or OTHER
+                by_site[(None if site is None else CallSite(*site), label)] += count
+                by_pass[label] += count
+            self._derived = (made, by_site, by_pass)
+        return self._derived[1], self._derived[2]
 
     @property
     def leaked_sets(self) -> list[Event]:
@@ -215,7 +302,7 @@ class AuditLog:
             "schema": JSON_SCHEMA,
             "version": JSON_VERSION,
             "counts": dict(sorted(self.counts.items())),
-            "kept": len(self.events),
+            "kept": len(self._proxy_names) + len(self._kept_events),
             "dropped": self.dropped,
             "passes": {
                 name: {**stats, "proxies": self.proxies_by_pass.get(name, 0)} for name, stats in sorted(self.passes.items())
@@ -256,7 +343,7 @@ class AuditLog:
                     "pass": e.pass_name,
                     "detail": {k: (str(v) if isinstance(v, CallSite) else v) for k, v in e.detail.items()},
                 }
-                for e in (self.events if events else [])
+                for e in (self.events if events else ())
             ],
         }
 

@@ -217,8 +217,8 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
             run.proxies += 1
             if id(trace) not in run.namers:
                 run.namers[id(trace)] = (trace, made)
-        if events.sinks:
-            events.emit("proxy_created", trace=trace, site=find_call_site(), name=made)
+        if events.proxy_sinks:
+            events.proxy_created(trace, made)
         return made
 
     make_proxy_name.__wrapped__ = original  # type: ignore[attr-defined]
