@@ -147,6 +147,7 @@ def test_the_layer_check_sees_a_wrong_edge() -> None:
     assert all(package in LAYERS for _, package in UPWARD)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [m for m in MODULES if not m.endswith("__main__")])
 def test_each_module_imports_alone_in_a_fresh_interpreter(module: str) -> None:
     run = subprocess.run(

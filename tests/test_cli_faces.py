@@ -130,3 +130,28 @@ def test_python_dash_m_runs_the_same_command(project: Path) -> None:
         capture_output=True, text=True, timeout=300, cwd=project,
     )
     assert run.returncode == 0 and "argv ['hello']" in run.stdout, run.stderr[-2000:]
+
+
+# ---- run's report path when the program changes folder, unknown options, unwritable folders ---------
+
+import contextlib  # noqa: E402
+
+
+def test_run_writes_its_report_where_it_started_when_the_program_changes_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "prog.py").write_text("import os\nos.chdir('/')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--json", "out.json", "prog.py"]) == 0
+    assert (tmp_path / "out.json").exists() and os.getcwd() == str(tmp_path)
+
+
+def test_run_prints_its_own_usage_when_given_an_unknown_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--bogus", "x.py"]) == 2
+    assert "usage: safe-tracectx run" in capsys.readouterr().err
+
+
+def test_run_refuses_a_json_path_in_a_folder_it_cannot_write_before_running(capsys: pytest.CaptureFixture[str]) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        assert main(["run", "--json", "/proc/x.json", "x.py"]) == 2
+        assert "cannot write /proc/x.json" in capsys.readouterr().err

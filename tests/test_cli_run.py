@@ -125,3 +125,33 @@ def test_demo_runs_and_its_report_names_the_remat_passes() -> None:
     for expected in ("fusion remat", "autodiff grad transform", "backward recompute", "InsertRecomputationsProcessor", "Violations (0)"):
         assert expected in out, expected
     assert "never reset 0" in out
+
+
+# ---- a program that installs safe_tracectx itself under run -----------------------------------------
+
+from safe_tracectx.hooks import is_installed  # noqa: E402
+
+
+def test_run_keeps_its_report_and_the_programs_status_when_the_program_installs_and_uninstalls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import sys, safe_tracectx as stc\n"
+        "stc.install('strict', audit=True)\n"
+        "stc.uninstall()\n"
+        "sys.exit(3)\n"
+    )
+    assert main(["run", str(program)]) == 3
+    out = capsys.readouterr().out
+    assert "safe-tracectx audit report" in out and "Violations (0)" in out
+
+
+def test_run_ends_and_reports_an_installation_the_program_left_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("import safe_tracectx as stc\nstc.install('lenient')\n")
+    assert main(["run", "--fail-on-violation", str(program)]) == 1
+    out = capsys.readouterr().out
+    assert "was still running when" in out and not is_installed()

@@ -155,3 +155,33 @@ def test_the_carried_count_is_of_pass_runs_and_the_combined_count_of_what_is_lis
     third.write_text(json.dumps(audit_document(None, [])))
     assert main(["combine", str(pair), str(third), "-o", str(tmp_path / "all.json")]) == 0
     assert "combined 3 members of 2 data files (rank 0, rank 1, later.json) into" in capsys.readouterr().out
+
+
+# ---- damaged combined files, and a folder of data files named by run --data-file --------------------
+
+@pytest.mark.parametrize(
+    "body",
+    ['{"schema":"safe-tracectx/combined"}', '{"schema":"safe-tracectx/combined","members":5}',
+     '{"schema":"safe-tracectx/combined","members":[{"x":1}]}'],
+)
+def test_combine_calls_a_combined_file_without_a_list_of_members_damaged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str
+) -> None:
+    (tmp_path / "a.json").write_text(body)
+    assert main(["combine", str(tmp_path / "a.json"), "--output", str(tmp_path / "out.json")]) == 2
+    assert "is a damaged combined file" in capsys.readouterr().err
+
+
+def test_combine_of_a_folder_finds_the_files_named_by_run_data_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "prog.py").write_text("pass\n")
+    monkeypatch.chdir(tmp_path)
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        assert main(["run", "--data-file", "job42.rank{rank}.json", "prog.py"]) == 0
+    monkeypatch.delenv("RANK")
+    assert main(["combine", ".", "--output", "all.json"]) == 0
+    assert "2" in capsys.readouterr().out and (tmp_path / "all.json").exists()

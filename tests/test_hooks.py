@@ -311,3 +311,282 @@ def test_guarded_sets_work_with_unhashable_tokens(hooks: None) -> None:
     for token in reversed(tokens):
         reset_tracectx(token)
     assert get_tracectx() is None and [raw_block_of(t) for t in tokens] == [None, None, None]
+
+
+# ---- installations across threads, nested installations, leaks at the end and BaseExceptions --------
+
+import contextlib  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Callable, Generator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import thunder.core.trace as tt  # noqa: E402
+from thunder.core.trace import tracectx as thunder_tracectx  # noqa: E402
+
+import safe_tracectx as stc  # noqa: E402
+from safe_tracectx import LENIENT, STRICT, get_policy, set_default_policy  # noqa: E402
+from safe_tracectx.hooks import installed_audit_log  # noqa: E402
+
+MakeTrace = Callable[..., TraceCtx]
+
+
+def _capture(target: Callable[[], None], errors: list[BaseException]) -> None:
+    try:
+        target()
+    except BaseException as error:  # noqa: BLE001
+        errors.append(error)
+
+
+def test_each_thread_stays_installed_until_its_own_audit_ends_when_two_threads_overlap(make_trace: MakeTrace) -> None:
+    errors: list[BaseException] = []
+    seen: dict[str, bool] = {}
+    first_done = threading.Event()
+
+    def worker(name: str, wait: bool) -> None:
+        try:
+            with stc.audit():
+                if wait:
+                    first_done.wait(10)
+                token = tt.set_tracectx(TraceCtx())
+                tt.reset_tracectx(token)
+                seen[name] = stc.is_installed()
+            if not wait:
+                first_done.set()
+        except BaseException as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=("b", True)), threading.Thread(target=worker, args=("a", False))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and seen == {"a": True, "b": True} and not stc.is_installed()
+
+
+def test_a_set_left_by_a_thread_that_ended_is_reported_when_the_installation_ends() -> None:
+    with pytest.raises(UnbalancedContextError, match="by threads that have ended were never reset.*thread leaker"):
+        with stc.installed("strict"):
+            thread = threading.Thread(target=lambda: tt.set_tracectx(TraceCtx()), name="leaker")
+            thread.start()
+            thread.join()
+
+
+def test_every_original_is_put_back_when_many_threads_start_and_end_installations_at_once() -> None:
+    """Found by a fresh-clone CI run: two threads starting the first installation together both patched,
+    and the second took the first's hooks for the originals, so they stayed after the last uninstall."""
+    originals = (tt.set_tracectx, tt.reset_tracectx)
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            for _ in range(20):
+                start.wait(10) if not start.broken else None
+                with stc.audit():
+                    token = tt.set_tracectx(TraceCtx())
+                    tt.reset_tracectx(token)
+        except threading.BrokenBarrierError:
+            pass
+        except BaseException as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and not stc.is_installed()
+    assert (tt.set_tracectx, tt.reset_tracectx) == originals
+
+
+def test_a_thread_inside_thunders_tracectx_restores_its_traces_when_another_thread_uninstalls(
+    make_trace: MakeTrace
+) -> None:
+    a, g = make_trace(), make_trace()
+    inside, uninstalled = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def worker() -> None:
+        with tracectx(a):
+            with thunder_tracectx(g):  # a guarded set, made while installed
+                inside.set()
+                uninstalled.wait(10)
+            seen.append(get_tracectx())
+        seen.append(get_tracectx())
+
+    install()
+    thread = threading.Thread(target=worker)
+    errors: list[BaseException] = []
+    thread.run = lambda: _capture(worker, errors)  # type: ignore[method-assign]
+    thread.start()
+    inside.wait(10)
+    uninstall()  # the thread's set is in its own Context: not this installation's leak here
+    uninstalled.set()
+    thread.join()
+    assert errors == [] and seen == [a, None]
+
+
+def test_nested_installations_each_keep_their_policy_and_audit() -> None:
+    install("strict")
+    try:
+        with installed("lenient") as inner:
+            assert get_policy() is LENIENT and inner.policy is LENIENT
+        assert get_policy() is STRICT and is_installed()
+        install(audit=True)
+        assert installed_audit_log() is not None
+        uninstall()
+        assert installed_audit_log() is None and is_installed()
+    finally:
+        uninstall()
+    assert not is_installed()
+
+
+def test_uninstall_is_a_clear_error_when_nothing_is_installed_or_only_installed_is_running() -> None:
+    with pytest.raises(UnbalancedContextError, match="nothing installed"):
+        uninstall()
+    with installed():
+        with pytest.raises(UnbalancedContextError, match="no matching install\\(\\).*installed\\(\\)"):
+            uninstall()
+        assert is_installed()
+    assert not is_installed()
+
+
+def test_an_installation_is_judged_by_its_own_policy_when_an_inner_install_is_left_running() -> None:
+    with pytest.raises(UnbalancedContextError):
+        with stc.installed("strict"):
+            stc.install("lenient")
+            tt.set_tracectx(TraceCtx())
+    assert get_policy() is STRICT and not stc.is_installed()
+
+
+def test_a_default_policy_set_while_installed_stays_after_uninstall() -> None:
+    stc.install("strict")
+    set_default_policy("lenient")
+    stc.uninstall()
+    try:
+        assert get_policy() is LENIENT
+    finally:
+        set_default_policy(None)
+
+
+def test_a_module_imported_while_installed_gets_the_originals_back_at_uninstall(tmp_path: Path) -> None:
+    original_set, original_reset = thunder_trace.set_tracectx, thunder_trace.reset_tracectx
+    (tmp_path / "late_user_module.py").write_text("from thunder.core.trace import set_tracectx, reset_tracectx\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with installed():
+            import late_user_module  # type: ignore[import-not-found]
+
+            assert late_user_module.set_tracectx is not original_set
+        assert late_user_module.set_tracectx is original_set
+        assert late_user_module.reset_tracectx is original_reset
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("late_user_module", None)
+
+
+@pytest.mark.parametrize("how", ["install", "installed", "audit"])
+def test_a_set_never_reset_is_reported_with_its_line_when_the_installation_ends(
+    make_trace: MakeTrace, how: str
+) -> None:
+    trace = make_trace()
+    line = 0
+    with pytest.raises(UnbalancedContextError, match="never reset") as info:
+        if how == "install":
+            install("strict")
+            line = sys._getframe().f_lineno + 1
+            set_tracectx(trace)
+            uninstall()
+        else:
+            with installed("strict") if how == "installed" else audit():
+                line = sys._getframe().f_lineno + 1
+                set_tracectx(trace)
+    assert f"{__file__}:{line}" in str(info.value)
+    assert get_tracectx() is None and not is_installed()
+
+
+def test_a_keyboard_interrupt_stays_and_carries_the_leak_as_a_note_when_uninstall_runs_in_a_finally() -> None:
+    with pytest.raises(KeyboardInterrupt) as info:
+        stc.install("strict")
+        try:
+            tt.set_tracectx(TraceCtx())
+            raise KeyboardInterrupt
+        finally:
+            stc.uninstall()
+    assert any("never reset" in note for note in info.value.__notes__)
+    assert get_tracectx() is None and not stc.is_installed()
+
+
+def test_resetting_a_token_from_before_install_under_an_open_block_is_refused_and_changes_nothing(
+    make_trace: MakeTrace
+) -> None:
+    a, b = make_trace(), make_trace()
+    token = tt.set_tracectx(a)
+    try:
+        with stc.installed("strict"):
+            with tracectx(b):
+                with pytest.raises(UnbalancedContextError, match="token made before install"):
+                    tt.reset_tracectx(token)
+                assert get_tracectx() is b  # nothing changed under the block
+    finally:
+        tt.reset_tracectx(token)
+    assert get_tracectx() is None
+
+
+def test_a_raw_token_reset_twice_is_reported_and_reactivates_nothing(make_trace: MakeTrace) -> None:
+    a, b = make_trace(), make_trace()
+    with installed():
+        with use_policy("strict", unbalanced="ignore"):
+            with tracectx(a):
+                token = set_tracectx(b)
+            reset_tracectx(token)
+        assert get_tracectx() is None
+        with pytest.raises(UnbalancedContextError, match="already reset"):
+            reset_tracectx(token)
+        assert get_tracectx() is None
+
+
+def test_a_generator_finalized_after_uninstall_never_reactivates_an_ended_trace(make_trace: MakeTrace) -> None:
+    a, g = make_trace(), make_trace()
+
+    def suspended() -> Generator[None, None, None]:
+        with thunder_tracectx(g):
+            yield
+
+    install()
+    with use_policy("strict", unbalanced="ignore"):
+        with tracectx(a):
+            gen = suspended()
+            next(gen)
+        assert get_tracectx() is None
+    uninstall()
+    with contextlib.suppress(RuntimeError):  # the spent token: Python refuses it instead of re-activating `a`
+        gen.close()
+    assert get_tracectx() is None
+
+
+def test_a_late_thunder_reset_cannot_reactivate_an_ended_block_when_installed(make_trace: MakeTrace) -> None:
+    """Without install() Thunder's own reset is a plain ContextVar reset (README: which invariants need install())."""
+    a, g = make_trace(), make_trace()
+
+    def suspended() -> Generator[None, None, None]:
+        with thunder_tracectx(g):
+            yield
+
+    with installed():
+        with use_policy("strict", unbalanced="ignore"):
+            with tracectx(a):
+                gen = suspended()
+                next(gen)
+            gen.close()  # while installed: the guarded reset of an orphaned set is silent
+        assert get_tracectx() is None
+
+    gen2 = suspended()
+    with use_policy("strict", unbalanced="ignore"):
+        with tracectx(a):
+            next(gen2)
+    gen2.close()
+    assert get_tracectx() is a  # not installed: what the README says install() is for
+    reset_tracectx(thunder_trace._tracectx.set(None))  # tidy up for the fixture
+    thunder_trace._tracectx.set(None)

@@ -464,3 +464,14 @@ def test_a_violation_of_a_pass_that_ran_twice_says_its_run_is_not_recorded(tmp_p
     assert "which run found it is not recorded" in overview
     assert "t0 is taken while naming" in "".join(Page(folder / "pass-001.html").text)
     assert "t0 is taken while naming" not in "".join(Page(folder / "pass-002.html").text)
+
+
+# ---- an HTML folder that cannot be made -------------------------------------------------------------
+
+def test_run_is_a_usage_error_before_the_program_runs_when_the_html_folder_cannot_be_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    assert main(["run", "--html", str(tmp_path / "prog.py" / "sub"), str(tmp_path / "prog.py")]) == 2
+    captured = capsys.readouterr()
+    assert "--html: cannot make the folder" in captured.err and "ran" not in captured.out

@@ -43,6 +43,6 @@ def test_there_are_case_files_and_marks() -> None:
 
 
 @pytest.mark.parametrize("path", CASE_FILES, ids=[p.name for p in CASE_FILES])
-def test_case_file(path: Path) -> None:
+def test_each_case_file_gives_exactly_the_findings_its_lines_are_marked_with(path: Path) -> None:
     expected, found = expected_marks(path), found_marks(path)
     assert found == expected, f"missing: {sorted(expected - found)}; unexpected: {sorted(found - expected)}"

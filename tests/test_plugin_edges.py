@@ -143,3 +143,94 @@ def test_a_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*safe_tracectx = 'paranoid': use one of strict, lenient, audit*"])
+
+
+# ---- leaks, session installs and the report path, with safe_tracectx itself in the test module ------
+
+#: The start of a test module that uses Thunder's trace module as tt and safe_tracectx as stc.
+STC_HEADER = (
+    "import warnings\nwarnings.simplefilter('ignore')\nimport pytest\n"
+    "import thunder.core.trace as tt\nimport safe_tracectx as stc\n"
+)
+
+
+def test_a_module_scoped_fixture_may_hold_a_trace_across_tests_in_strict_and_audit_modes(
+    pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        test_fixtures=STC_HEADER
+        + """
+T = tt.TraceCtx()
+
+@pytest.fixture(scope="module")
+def module_trace():
+    with tt.tracectx(T):
+        yield T
+
+def test_one(module_trace):
+    assert tt.get_tracectx() is T
+
+def test_two(module_trace):
+    assert tt.get_tracectx() is T
+"""
+    )
+    for mode in ("strict", "audit"):
+        result = pytester.runpytest_subprocess(f"--safe-tracectx={mode}", "-p", "no:cacheprovider")
+        assert _outcomes(result) == {"passed": 2}, mode
+        result.stdout.fnmatch_lines([f"mode {mode}: 2 tests audited*0 tests with violations"])
+
+
+def test_a_test_that_leaves_a_block_or_policy_open_errors_and_the_next_test_starts_clean(
+    pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        test_managers=STC_HEADER
+        + """
+KEEP = []
+
+def test_leaks_own_manager():
+    def gen():
+        with stc.tracectx(tt.TraceCtx()):
+            yield
+    g = gen(); next(g); KEEP.append(g)
+
+def test_next_starts_clean():
+    assert tt.get_tracectx() is None
+
+def test_leaks_policy():
+    stc.use_policy("lenient").__enter__()
+
+def test_policy_is_strict_again():
+    assert stc.get_policy().missing_trace == "raise"
+
+def test_changes_the_default():
+    stc.set_default_policy("lenient")
+
+def test_default_is_back():
+    assert stc.get_policy().missing_trace == "raise"
+"""
+    )
+    result = pytester.runpytest_subprocess("--safe-tracectx=strict", "-p", "no:cacheprovider")
+    assert _outcomes(result) == {"passed": 6, "errors": 3}
+
+
+def test_the_strict_plugin_passes_when_a_conftest_installs_for_the_whole_session(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(STC_HEADER + "def pytest_configure(config):\n    stc.install()\n\ndef pytest_unconfigure(config):\n    stc.uninstall()\n")
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("--safe-tracectx=strict", "-p", "no:cacheprovider")
+    assert result.ret == 0 and _outcomes(result) == {"passed": 1}
+
+
+def test_a_leak_is_charged_when_the_test_is_marked_xfail(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_x=STC_HEADER + "@pytest.mark.xfail\ndef test_leak_then_xfail():\n    tt.set_tracectx(tt.TraceCtx())\n    assert False\n"
+    )
+    result = pytester.runpytest_subprocess("--safe-tracectx=strict", "-p", "no:cacheprovider")
+    assert result.ret == 1 and _outcomes(result).get("errors") == 1
+
+
+def test_pytest_stops_with_a_usage_error_when_the_plugin_report_cannot_be_written(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("--safe-tracectx=audit", "--safe-tracectx-report=/nonexistent/r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--safe-tracectx-report: cannot write /nonexistent/r.json*"])

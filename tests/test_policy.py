@@ -200,3 +200,43 @@ def test_act_emits_a_violation_event_with_the_action() -> None:
         events.sinks.pop()
     assert [(e.kind, e.detail["code"], e.detail["action"]) for e in seen] == [("violation", "MissingTraceError", "ignore")]
     assert seen[0].site is not None and seen[0].site.filename == __file__
+
+
+# ---- use_policy's exits, and a bad policy variable under a KeyboardInterrupt ------------------------
+
+import contextvars  # noqa: E402
+
+import thunder.core.trace as tt  # noqa: E402
+from thunder.core.trace import TraceCtx  # noqa: E402
+
+from safe_tracectx import UnbalancedContextError, tracectx  # noqa: E402
+
+
+def test_use_policy_reports_out_of_order_and_foreign_exits_like_a_block() -> None:
+    first, second = use_policy("lenient"), use_policy("strict", missing_trace="warn")
+    first.__enter__()
+    second.__enter__()
+    with pytest.raises(UnbalancedContextError, match="still open"):  # judged by the policy in force after it
+        first.__exit__(None, None, None)
+    second.__exit__(None, None, None)  # silent, and re-activates nothing
+    assert get_policy() is STRICT
+
+    third = use_policy("lenient")
+    third.__enter__()
+    with pytest.warns(TraceContextWarning, match="another thread or Context"):  # lenient is in force there
+        contextvars.copy_context().run(third.__exit__, None, None, None)
+    assert get_policy() is LENIENT
+    third.__exit__(None, None, None)  # the owner can still exit
+    assert get_policy() is STRICT
+
+
+def test_a_keyboard_interrupt_stays_and_names_the_typo_when_the_policy_variable_is_misspelt(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SAFE_TRACECTX_POLICY", "lenent")
+    with pytest.raises(KeyboardInterrupt) as info:
+        with tracectx(TraceCtx()):
+            token = tt.set_tracectx(TraceCtx())
+            del token
+            raise KeyboardInterrupt
+    assert any("lenent" in note for note in info.value.__notes__)

@@ -110,3 +110,35 @@ def test_without_hooks_an_active_log_still_records_wrappers() -> None:
     finally:
         log.stop()
     assert log.counts["proxy_created"] == 1
+
+
+# ---- bad input to the typed wrappers ----------------------------------------------------------------
+
+from collections.abc import Callable  # noqa: E402
+
+
+def fresh_proxy(trace: TraceCtx) -> TensorProxy:
+    with tracectx(trace):
+        proxy = TensorProxy("kept", shape=(1,), device=cpu, dtype=float32)
+    return proxy
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda t: new_tensor_proxy(trace=t, shape=(-3,), device="cpu", dtype="float32"), ValueError, "non-negative"),
+        (lambda t: new_tensor_proxy(trace=t, shape=(2,), device="bogus", dtype="float32"), ValueError, "not a device"),
+        (lambda t: new_tensor_proxy(trace=t, shape=(2,), device="cpu", dtype="float99"), ValueError, "not a dtype"),
+        (lambda t: rename(fresh_proxy(t), "", trace=t), ValueError, "not a valid proxy name"),
+        (lambda t: rename(fresh_proxy(t), "has space", trace=t), ValueError, "not a valid proxy name"),
+        (lambda t: rename(fresh_proxy(t), "def", trace=t), ValueError, "not a valid proxy name"),
+        (lambda t: fresh_name(t, prefix=5), TypeError, "prefix as str"),  # type: ignore[arg-type]
+    ],
+)
+def test_typed_wrappers_refuse_bad_input_and_register_nothing(
+    call: Callable[[TraceCtx], object], error: type, message: str
+) -> None:
+    trace = TraceCtx()
+    with pytest.raises(error, match=message):
+        call(trace)
+    assert trace.names - {"kept"} == set()

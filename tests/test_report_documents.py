@@ -87,3 +87,11 @@ def test_report_dash_reads_the_document_from_standard_input(
     monkeypatch.setattr("sys.stdin", io.StringIO("[]"))
     assert main(["report", "-"]) == ExitStatus.USAGE_ERROR
     assert "- is not a safe-tracectx data file" in capsys.readouterr().err
+
+
+# ---- a damaged audit --------------------------------------------------------------------------------
+
+def test_report_calls_an_audit_without_a_version_damaged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.json").write_text('{"schema": "safe-tracectx/audit"}')
+    assert main(["report", str(tmp_path / "a.json")]) == 2
+    assert "is a damaged safe-tracectx data file: version None" in capsys.readouterr().err

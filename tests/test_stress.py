@@ -147,6 +147,7 @@ def test_lint_on_generated_python_never_crashes(source: str) -> None:
     assert all(f.code.startswith("STC") and f.line >= 1 for f in findings)
 
 
+@pytest.mark.slow
 def test_lint_on_every_file_of_torch_and_thunder_exits_0_or_1() -> None:
     import thunder
     import torch

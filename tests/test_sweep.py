@@ -484,3 +484,39 @@ def test_the_pytest_option_runs_the_test_again_with_the_options_it_was_given(pyt
     )
     result = pytester.runpytest_subprocess("--rootdir", ".", "--safe-tracectx-sweep", "-p", "no:cacheprovider", ".")
     result.assert_outcomes(passed=1)
+
+
+# ---- programs that fail without a fault, exit with a status, or fork --------------------------------
+
+SWEEP_PROGRAM = """
+import os, sys, warnings
+warnings.simplefilter("ignore")
+import torch, thunder
+mode = sys.argv[1]
+if mode == "broken":
+    raise RuntimeError("the program is broken")
+if mode == "fork":
+    pid = os.fork()
+try:
+    thunder.jit(lambda x: x * 2)(torch.ones(2))
+except Exception as error:
+    if mode == "exit1":
+        print("error:", error, file=sys.stderr)
+        sys.exit(1)
+    raise
+if mode == "fork" and pid:
+    os.waitpid(pid, 0)
+elif mode == "fork":
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize(("mode", "status", "said"), [("broken", 2, "fails without any fault"), ("exit1", 0, "handled"), ("fork", 0, "propagated")])
+def test_sweep_says_what_happened_when_the_program_fails_exits_or_forks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, status: int, said: str
+) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text(SWEEP_PROGRAM)
+    assert main(["sweep", "--kinds", "pass", "--max", "3", str(program), mode]) == status
+    captured = capsys.readouterr()
+    assert said in captured.out + captured.err

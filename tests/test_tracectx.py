@@ -346,3 +346,143 @@ def test_unbalanced_actions_other_than_raise_still_restore(
             logged = [r for r in caplog.records if r.name == "safe_tracectx"]
             assert (len(logged) == 1) == (action == "log")
     assert get_tracectx() is None
+
+
+# ---- exits from other threads and copied Contexts, failed enters, SystemExit, generators and coroutines ----
+
+import asyncio  # noqa: E402
+
+from safe_tracectx import LENIENT, STRICT, Policy, get_policy  # noqa: E402
+
+
+def _in_thread(target: Callable[[], None]) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return errors
+
+
+def test_an_exit_from_another_thread_changes_nothing_and_the_owner_can_still_exit(make_trace: MakeTrace) -> None:
+    a = make_trace()
+    manager = tracectx(a)
+    manager.__enter__()
+    errors = _in_thread(lambda: manager.__exit__(None, None, None))
+    assert len(errors) == 1 and "another thread or Context" in str(errors[0])
+    assert get_tracectx() is a
+    manager.__exit__(None, None, None)  # no "exited a second time"
+    assert get_tracectx() is None
+
+
+def test_a_block_in_a_copied_context_restores_what_the_copy_saw_when_the_original_block_has_ended(
+    make_trace: MakeTrace
+) -> None:
+    a, b = make_trace(), make_trace()
+    with tracectx(a):
+        copied = contextvars.copy_context()
+
+    def inside() -> object:
+        with tracectx(b):
+            pass
+        return get_tracectx()
+
+    assert copied.run(inside) is a  # what was active at B's enter, as Thunder's own tracectx does
+
+
+def test_an_enter_that_raises_leaves_no_trace_active() -> None:
+    broken = TraceCtx()
+    broken.names = None  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        tracectx(broken, read_only=True).__enter__()
+    assert get_tracectx() is None
+
+
+def test_sys_exit_0_stays_sys_exit_when_it_passes_through_an_unbalanced_exit(make_trace: MakeTrace) -> None:
+    a, b = make_trace(), make_trace()
+    outer = tracectx(a)
+    outer.__enter__()
+    tracectx(b).__enter__()
+    with pytest.raises(SystemExit) as info:
+        try:
+            raise SystemExit(0)
+        finally:
+            outer.__exit__(SystemExit, SystemExit(0), None)
+    assert info.value.code == 0 and get_tracectx() is None
+
+
+def test_decorated_generators_see_the_context_only_while_they_run(make_trace: MakeTrace) -> None:
+    trace = make_trace()
+
+    @tracectx(trace)
+    def steps() -> Iterator[bool]:
+        yield get_tracectx() is trace
+        yield get_tracectx() is trace
+
+    @use_policy("lenient")
+    def policies() -> Iterator[bool]:
+        yield get_policy() is LENIENT
+
+    @scratch_trace(trace)
+    def scratch() -> Iterator[bool]:
+        yield type(get_tracectx()).__name__ == "ScratchTrace"
+
+    it = steps()
+    assert next(it) and get_tracectx() is None and next(it)
+    assert list(policies()) == [True] and get_policy() is STRICT
+    assert list(scratch()) == [True] and get_tracectx() is None
+
+
+def test_a_decorated_coroutine_sees_the_context_across_awaits_and_its_caller_does_not(make_trace: MakeTrace) -> None:
+    trace = make_trace()
+
+    @tracectx(trace)
+    async def body() -> list[bool]:
+        seen = [get_tracectx() is trace]
+        await asyncio.sleep(0)
+        seen.append(get_tracectx() is trace)
+        return seen
+
+    async def main_() -> tuple[list[bool], object]:
+        task = asyncio.ensure_future(body())
+        await asyncio.sleep(0)
+        between = get_tracectx()
+        return await task, between
+
+    seen, between = asyncio.run(main_())
+    assert seen == [True, True] and between is None
+
+
+def test_blocks_inside_decorated_coroutines_and_generators_may_stay_open_across_await_and_yield(
+    make_trace: MakeTrace
+) -> None:
+    outer, inner = make_trace(), make_trace()
+
+    @tracectx(outer)
+    async def work() -> bool:
+        with tracectx(inner):
+            await asyncio.sleep(0)
+            return get_tracectx() is inner
+
+    @use_policy("lenient")
+    def policies() -> Iterator[Policy]:
+        with use_policy("strict"):
+            yield get_policy()
+        yield get_policy()
+
+    assert asyncio.run(work())
+    assert list(policies()) == [STRICT, LENIENT] and get_policy() is STRICT
+
+
+def test_decorating_an_async_generator_is_refused_with_a_type_error() -> None:
+    async def agen() -> object:  # pragma: no cover - never run
+        yield 1
+
+    with pytest.raises(TypeError, match="cannot decorate the async generator"):
+        tracectx(None)(agen)
