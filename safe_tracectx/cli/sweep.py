@@ -7,7 +7,7 @@
 Exit status: 0 nothing broke, 1 some injection point broke an invariant, 2 usage error.
 
     >>> from safe_tracectx.sweep.text import render
-    >>> from safe_tracectx.sweep.runner import SweepResult
+    >>> from safe_tracectx.sweep.findings import SweepResult
     >>> print(render(SweepResult(0, {}, 0, {}, [], 0.0), "x.py").splitlines()[0])
     safe-tracectx sweep of x.py
 """
@@ -25,13 +25,11 @@ from typing import TextIO
 from safe_tracectx._support.writable import check_writable
 from safe_tracectx.cli.options import usage_error
 from safe_tracectx.exitcodes import ExitStatus
-from safe_tracectx.sweep.runner import SweepResult
-from safe_tracectx.sweep.text import KIND_NAMES, render
+from safe_tracectx.hooks.faults import POINT_KINDS
+from safe_tracectx.sweep.findings import SWEEP_SCHEMA
+from safe_tracectx.sweep.text import render
 
 __all__ = ["SWEEP_SCHEMA", "add_arguments", "progress_bar", "render", "sweep_command"]
-
-SWEEP_SCHEMA = "safe-tracectx/sweep"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``sweep`` (the program and its arguments come last, as for ``run``)."""
@@ -69,8 +67,8 @@ def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse
     from safe_tracectx.cli.run import run_module, run_script
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    if not kinds or any(k not in KIND_NAMES for k in kinds):
-        return usage_error(parser, f"--kinds takes a comma-separated list of {', '.join(KIND_NAMES)}")
+    if not kinds or any(k not in POINT_KINDS for k in kinds):
+        return usage_error(parser, f"--kinds takes a comma-separated list of {', '.join(POINT_KINDS)}")
     if args.max_runs is not None and args.max_runs < 1:
         return usage_error(parser, "--max must be >= 1")
     if args.top < 0:
@@ -109,6 +107,5 @@ def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse
             file=sys.stderr,
         )
     if args.json is not None:
-        document = {"schema": SWEEP_SCHEMA, "version": 1, "program": name, **result.to_dict()}
-        Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(json.dumps(result.to_document(name), indent=2) + "\n", encoding="utf-8")
     return ExitStatus.SWEEP_FINDINGS if result.findings else ExitStatus.OK
