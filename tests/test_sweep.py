@@ -49,7 +49,7 @@ def test_a_leaky_transform_is_found_with_the_line_of_its_set(
     status = main(["sweep", "--json", str(data), *argv])
     out, err = capsys.readouterr()
     assert _stable(out) == _stable(sample)
-    assert status == ExitStatus.SWEEP_FINDINGS
+    assert status == ExitStatus.FINDINGS
     assert "leaks: 2" in out and "leaky_transform.py:21 in LeakyTransform.transform_trace_post_optimization was never reset" in out
     assert "a trace was left active" in out and "sweep [" in err
     document = json.loads(data.read_text())
@@ -60,7 +60,7 @@ def test_a_leaky_transform_is_found_with_the_line_of_its_set(
 
 
 def test_a_set_inside_its_try_masks_the_fault_with_an_unbound_local(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sweep", str(CASES / "masked_set.py")]) == ExitStatus.SWEEP_FINDINGS
+    assert main(["sweep", str(CASES / "masked_set.py")]) == ExitStatus.FINDINGS
     out = capsys.readouterr().out
     assert "point 0: set_tracectx (masked)" in out
     assert "UnboundLocalError" in out and "masked_set.py:13" in out and "masked or replaced exceptions: 1" in out
@@ -380,7 +380,7 @@ def test_runs_that_find_a_warm_cache_say_so_instead_of_running_clean(
     data = tmp_path / "sweep.json"
     status = main(["sweep", "--json", str(data), str(CASES / "warm_cache.py"), str(tmp_path)])
     out = capsys.readouterr().out
-    assert status == ExitStatus.SWEEP_FINDINGS, out
+    assert status == ExitStatus.FINDINGS, out
     assert "runs on another path (not checked): 3" in out
     assert (
         "run 2: the injection points differ from the counting run's: the run reached 0 point(s), "
