@@ -30,6 +30,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
 from safe_tracectx.exitcodes import ArgumentParser, ExitStatus, UsageError, usage_error
 from safe_tracectx.lint.config import Settings, load_settings, parse_per_file_ignores
 from safe_tracectx.lint.files import DEFAULT_EXCLUDE, not_excluded
