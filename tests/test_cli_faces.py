@@ -70,7 +70,7 @@ def test_an_unwritable_json_path_is_a_usage_error_before_the_program_runs(
 
 
 def test_fail_on_violation_counts_a_set_never_reset(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--fail-on-violation", "prog.py", "leak"]) == ExitStatus.VIOLATIONS
+    assert main(["run", "--fail-on-violation", "prog.py", "leak"]) == ExitStatus.FINDINGS
     out = capsys.readouterr().out
     assert "Violations (1)" in out and "never reset" in out
     assert "prog.py:8" in out  # the set's line, relative to the current folder
@@ -155,3 +155,73 @@ def test_run_refuses_a_json_path_in_a_folder_it_cannot_write_before_running(caps
     with contextlib.suppress(FileNotFoundError):
         assert main(["run", "--json", "/proc/x.json", "x.py"]) == 2
         assert "cannot write /proc/x.json" in capsys.readouterr().err
+
+
+def test_an_option_added_to_runs_parser_is_never_taken_for_the_script() -> None:
+    """Which options take a value is read from the parser: a new one needs no second list kept by hand."""
+    from safe_tracectx.cli import build_parser
+    from safe_tracectx.cli.program import split_program
+
+    _, subs = build_parser()
+    run = subs["run"]
+    run.add_argument("--that-option", metavar="X")
+    argv = ["run", "--that-option", "X", "--top", "3", "prog.py", "--that-option", "Y"]
+    assert split_program(argv, run) == (["run", "--that-option", "X", "--top", "3"], ["prog.py", "--that-option", "Y"])
+    args = run.parse_args(split_program(argv, run)[0][1:])
+    assert (args.that_option, args.top) == ("X", 3)
+    assert split_program(["run", "--that-option=X", "-mpkg.train", "--lr"], run) == (
+        ["run", "--that-option=X", "-mpkg.train"], ["--lr"]
+    )
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_every_option_taking_a_value_keeps_its_value_before_the_script(command: str) -> None:
+    from safe_tracectx.cli import build_parser
+    from safe_tracectx.cli.program import options_taking_a_value, split_program
+
+    _, subs = build_parser()
+    flags = options_taking_a_value(subs[command]) - {"-m"}
+    assert {"--json", "--top"} <= flags and "--fail-on-violation" not in flags
+    for flag in sorted(flags):
+        assert split_program([command, flag, "X", "prog.py", "a"], subs[command])[1] == ["prog.py", "a"], flag
+
+
+def test_run_and_sweep_find_their_program_the_same_way(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One resolver: the same usage errors, and -m of a missing module is one for sweep too."""
+    for command in ("run", "sweep"):
+        assert main([command, "missing_script.py"]) == ExitStatus.USAGE_ERROR
+        assert capsys.readouterr().err.splitlines()[-1] == f"safe-tracectx {command}: error: no such script: missing_script.py"
+        assert main([command]) == ExitStatus.USAGE_ERROR
+        assert f"{command} needs a script (safe-tracectx {command} script.py [args]) or -m MODULE" in capsys.readouterr().err
+    assert main(["sweep", "-m", "missing.module"]) == ExitStatus.USAGE_ERROR
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2:] == [
+        "usage: safe-tracectx sweep [options] (script.py | -m MODULE) [program arguments ...]",
+        "safe-tracectx sweep: error: no such module: missing.module",
+    ]
+
+
+def test_each_exit_status_is_a_member_of_its_own() -> None:
+    """No alias: a status listed, compared or printed by name is the one the command means."""
+    assert len(ExitStatus.__members__) == len(ExitStatus) == len({int(status) for status in ExitStatus})
+    assert [status.name for status in ExitStatus] == ["OK", "FINDINGS", "USAGE_ERROR", "INTERRUPTED"]
+
+
+def test_every_usage_error_takes_one_path(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse's own errors, the commands' checks and lint's bad values: the usage, then `PROG: error: ...`."""
+    from safe_tracectx.lint.command import main as lint_main
+
+    cases = [
+        (["lint", "--format", "xml"], "safe-tracectx lint: error: argument --format: invalid choice: 'xml'"),
+        (["lint", "--select", ","], "safe-tracectx lint: error: "),
+        (["report", "--top", "x"], "safe-tracectx report: error: argument --top: invalid int value: 'x'"),
+        (["run", "--top", "-1", "x.py"], "safe-tracectx run: error: --top must be >= 0"),
+        (["combine", "--nope"], "safe-tracectx combine: error: unrecognized arguments: --nope"),
+    ]
+    for argv, error in cases:
+        assert main(argv) == ExitStatus.USAGE_ERROR
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0].startswith(f"usage: safe-tracectx {argv[0]}") and lines[-1].startswith(error), lines
+    assert lint_main(["--format", "xml"]) == ExitStatus.USAGE_ERROR
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("usage: safe-tracectx lint") and lines[-1].startswith(cases[0][1])

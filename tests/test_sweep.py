@@ -49,7 +49,7 @@ def test_a_leaky_transform_is_found_with_the_line_of_its_set(
     status = main(["sweep", "--json", str(data), *argv])
     out, err = capsys.readouterr()
     assert _stable(out) == _stable(sample)
-    assert status == ExitStatus.SWEEP_FINDINGS
+    assert status == ExitStatus.FINDINGS
     assert "leaks: 2" in out and "leaky_transform.py:21 in LeakyTransform.transform_trace_post_optimization was never reset" in out
     assert "a trace was left active" in out and "sweep [" in err
     document = json.loads(data.read_text())
@@ -60,7 +60,7 @@ def test_a_leaky_transform_is_found_with_the_line_of_its_set(
 
 
 def test_a_set_inside_its_try_masks_the_fault_with_an_unbound_local(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sweep", str(CASES / "masked_set.py")]) == ExitStatus.SWEEP_FINDINGS
+    assert main(["sweep", str(CASES / "masked_set.py")]) == ExitStatus.FINDINGS
     out = capsys.readouterr().out
     assert "point 0: set_tracectx (masked)" in out
     assert "UnboundLocalError" in out and "masked_set.py:13" in out and "masked or replaced exceptions: 1" in out
@@ -95,6 +95,54 @@ def test_sampling_is_seeded() -> None:
 
     first = sweep(body, max_runs=3, seed=7)
     assert first.runs == 3 and first.points == 10 and sweep(body, max_runs=3, seed=7).outcomes == first.outcomes
+
+
+def _leaky() -> None:
+    import thunder.core.trace as trace
+
+    trace.set_tracectx(trace.TraceCtx())  # LEAKY SET
+    trace.set_tracectx(trace.TraceCtx())  # a fault here: the first set is never reset
+
+
+def run_once() -> None:
+    """Named as the sweep's own function once was: a user's frame of that name is still the program's."""
+    _leaky()
+
+
+def test_a_findings_stack_is_the_programs_frames_from_the_body_in() -> None:
+    import traceback
+
+    from safe_tracectx._support.callsite import is_own_file
+
+    (finding,) = sweep(run_once).findings
+    assert all(isinstance(frame, traceback.FrameSummary) for frame in finding.stack)
+    assert not any(is_own_file(frame.filename) for frame in finding.stack)  # no hook, no sweep frame
+    assert [frame.name for frame in finding.stack[:2]] == ["run_once", "_leaky"]  # cut at the run, not at a name
+
+
+def test_a_finding_keeps_what_it_found_in_fields_and_the_report_counts_those() -> None:
+    from safe_tracectx.sweep.findings import Finding, Raised, RunResult, SweepResult
+
+    (finding,) = sweep(_leaky).findings
+    assert finding.leaks and not finding.masked and finding.result.left_active is not None
+    (first,) = finding.result.leaked
+    assert first.site.startswith(f"{__file__}:") and first.site.endswith(" in _leaky")
+    assert finding.problems[1] == f"set_tracectx({first.trace}) at {first.site} was never reset"
+    # the report counts fields, not words: a masked exception whose message says "never reset" is no leak
+    says_it = Raised("RuntimeError", "the trace was never reset", "x.py:1")
+    masked = Finding(0, "set", None, run=1, result=RunResult("masked", points=[("set", None)], top=says_it))
+    report = render(SweepResult(1, {"set": 1}, 1, {"masked": 1}, [masked], 0.0), "x.py")
+    assert "  leaks: 0; masked or replaced exceptions: 1;" in report
+    assert "  - masked: RuntimeError: the trace was never reset (raised at x.py:1) reached the top" in report
+
+
+def test_a_runs_result_comes_back_from_its_process_as_it_was_made() -> None:
+    from safe_tracectx.sweep.findings import RunResult
+    from safe_tracectx.sweep.runner import run_point
+
+    made = run_point(_leaky, 1)
+    assert RunResult.from_json(made.to_json()) == made
+    assert made.outcome == "propagated" and len(made.leaked) == 1 and made.stack[-1].name == "_leaky"
 
 
 @pytest.mark.parametrize(
@@ -180,7 +228,7 @@ def test_a_thread_that_dies_of_the_fault_is_reported_not_handled(join: bool) -> 
         (problem,) = finding.problems
         assert problem.startswith("died in thread: the fault ended thread 'namer' (InjectedFault: injected fault at point")
         assert problem.endswith("); the main program never saw it and went on")
-        assert any("test_sweep.py" in frame and "_proxy_in_a_fresh_trace" in frame for frame in finding.stack)
+        assert any(f.filename == __file__ and f.name == "_proxy_in_a_fresh_trace" for f in finding.stack)
     assert "threads dead of the fault: 2" in render(result, "x.py")
 
 
@@ -332,7 +380,7 @@ def test_runs_that_find_a_warm_cache_say_so_instead_of_running_clean(
     data = tmp_path / "sweep.json"
     status = main(["sweep", "--json", str(data), str(CASES / "warm_cache.py"), str(tmp_path)])
     out = capsys.readouterr().out
-    assert status == ExitStatus.SWEEP_FINDINGS, out
+    assert status == ExitStatus.FINDINGS, out
     assert "runs on another path (not checked): 3" in out
     assert (
         "run 2: the injection points differ from the counting run's: the run reached 0 point(s), "

@@ -21,10 +21,11 @@ from types import FrameType
 from typing import NamedTuple
 
 __all__ = [
-    "CallSite", "SiteKey", "display_path", "find_call_site", "find_frame", "find_site_key", "thunder_root", "user_definition",
-]
+    "CallSite", "SiteKey", "display_path", "find_call_site", "find_frame", "find_site_key", "is_own_file", "thunder_root",
+    "user_definition",
+]  # fmt: skip
 
-#: The package, not this module's folder (_support/): the hooks' frames are machinery too.
+#: The package's folder (this module is in its ``_support/``): every module of it is machinery.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _ALWAYS_SKIPPED = frozenset({contextlib.__file__})
 _thunder_root: str | None = None
@@ -88,8 +89,13 @@ def _thunder_machinery() -> frozenset[str]:
     return _machinery
 
 
+def is_own_file(filename: str) -> bool:
+    """``filename`` is one of this package's: its frames are machinery, never a call site or the program's."""
+    return filename.startswith(_PACKAGE_DIR)
+
+
 def _skipped(filename: str, *, skip_thunder: bool) -> bool:
-    if filename.startswith(_PACKAGE_DIR) or filename in _ALWAYS_SKIPPED:
+    if is_own_file(filename) or filename in _ALWAYS_SKIPPED:
         return True
     if skip_thunder:
         root = thunder_root()

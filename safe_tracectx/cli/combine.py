@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from safe_tracectx._support.writable import check_writable
-from safe_tracectx.cli.options import check_folder, usage_error
-from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.cli.options import check_folder
+from safe_tracectx.exitcodes import ExitStatus, usage_error
 
 __all__ = ["COMBINED_DEFAULT", "add_combine_arguments", "add_report_arguments", "combine_command", "report_command"]
 
@@ -96,7 +96,7 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     for divergence in first[:20]:
         print(f"  {divergence['message']}")
     if args.fail_on_divergence and divergences:
-        return ExitStatus.VIOLATIONS
+        return ExitStatus.FINDINGS
     return ExitStatus.OK
 
 

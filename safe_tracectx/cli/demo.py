@@ -7,9 +7,16 @@ import sys
 import time
 import warnings
 
-from safe_tracectx.cli.options import check_outputs, chosen_policy, usage_error
+from safe_tracectx.cli.options import add_audit_options, check_outputs, chosen_policy
+from safe_tracectx.exitcodes import usage_error
 
-__all__ = ["demo_command"]
+__all__ = ["add_arguments", "demo_command"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``demo``: ``--tour``, and those of ``run``'s report."""
+    parser.add_argument("--tour", action="store_true", help="instead, a guided tour of the three managers")
+    add_audit_options(parser)
 
 
 def demo_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -1,4 +1,4 @@
-"""Options shared by ``run`` and ``demo``, and the one way a subcommand reports a usage error.
+"""Options shared by ``run`` and ``demo``, and the checks of their outputs before anything runs.
 
     >>> import argparse
     >>> from safe_tracectx.cli.options import add_audit_options
@@ -12,18 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from safe_tracectx._support.writable import check_writable
-from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.policy import ENV_VAR, PRESETS, Policy, as_policy, check_overrides, or_default
 
-__all__ = ["AUDIT_OPTIONS_WITH_VALUE", "add_audit_options", "check_folder", "check_outputs", "usage_error"]
-
-#: The options of ``run`` that take a value (``split_program`` needs to know them).
-AUDIT_OPTIONS_WITH_VALUE = frozenset(
-    {"--policy", "--check", "--json", "--top", "-m", "--data-file", "--html", "--max", "--seed", "--kinds", "--in-pass"}
-)
+__all__ = ["add_audit_options", "check_folder", "check_outputs", "chosen_policy"]
 
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
@@ -72,15 +65,6 @@ def chosen_policy(args: argparse.Namespace) -> Policy:
         return as_policy(base, source="--policy", overrides=overrides)
     except ValueError as error:
         raise ValueError(f"--check: {error}") from None
-
-
-def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
-    """Print the subcommand's usage and ``message``; return the usage-error status."""
-    parser.print_usage(sys.stderr)
-    print(f"{parser.prog}: error: {message}", file=sys.stderr)
-    return ExitStatus.USAGE_ERROR
-
-
 
 
 def check_outputs(args: argparse.Namespace) -> str | None:

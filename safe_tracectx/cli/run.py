@@ -1,76 +1,37 @@
 """``safe-tracectx run``: run a program under the hooks and report, like ``coverage run``.
 
 ``run_audited`` is the one place that installs, runs, keeps the program's exit
-status, and prints the report; ``run`` and ``demo`` both use it::
-
-    >>> from safe_tracectx.cli.run import split_program
-    >>> split_program(["run", "--top", "3", "-m", "pkg.train", "--lr", "0.1"])
-    (['run', '--top', '3', '-m', 'pkg.train'], ['--lr', '0.1'])
-    >>> split_program(["run", "train.py", "--top", "3"])
-    (['run'], ['train.py', '--top', '3'])
+status, and prints the report; ``run`` and ``demo`` both use it. The program
+(a script or ``-m MODULE``) is found by ``cli.program``, as for ``sweep``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
-import pkgutil
-import runpy
 import sys
-import types
-from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any, Final, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, chosen_policy, usage_error
-from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.cli.options import add_audit_options, check_outputs, chosen_policy
+from safe_tracectx.cli.program import NoSuchModule, program_frames, resolve_program
+from safe_tracectx.exitcodes import ExitStatus, UsageError, usage_error
 from safe_tracectx.policy import Policy
 
-__all__ = ["NoSuchModule", "run_audited", "run_command", "run_module", "run_script", "split_program"]
+__all__ = ["add_arguments", "run_audited", "run_command"]
 
 
-class NoSuchModule(Exception):
-    """``-m NAME`` names no module that can be run (raised before any of its code ran): a usage error."""
-
-
-def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``run``'s own arguments, and the program's: the script and what follows it, or what follows ``-m MODULE``."""
-    index = 1
-    while index < len(argv):
-        token = argv[index]
-        if token == "--":
-            return argv[:index], argv[index + 1 :]
-        if token == "-m" or (token.startswith("-m") and not token.startswith("--")):
-            end = index + (2 if token == "-m" else 1)
-            return argv[:end], argv[end:]
-        if token.startswith("-"):
-            takes_value = token in AUDIT_OPTIONS_WITH_VALUE
-            index += 2 if takes_value else 1
-            continue
-        return argv[:index], argv[index:]
-    return argv, []
-
-
-#: Where the frames of the machinery that runs a program come from: this module, runpy, importlib's bootstrap.
-_MACHINERY: Final = frozenset(
-    {split_program.__code__.co_filename, runpy.__file__, "<frozen runpy>"}
-    | {f"<frozen importlib.{name}>" for name in ("_bootstrap", "_bootstrap_external")}
-)
-
-
-def _program_frames(tb: TracebackType | None) -> TracebackType | None:
-    """``tb`` without its leading frames of the machinery: what ``python prog.py`` would show."""
-    while tb is not None and tb.tb_frame.f_code.co_filename in _MACHINERY:
-        tb = tb.tb_next
-    return tb
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``run`` (the program and its arguments come last: ``cli.program.split_program``)."""
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
+    add_audit_options(parser)
 
 
 def _print_program_error(error: BaseException) -> None:
     """Print the program's uncaught exception as ``python`` does: through ``sys.excepthook``, with only the
     program's frames (a ``SyntaxError`` in the script itself: no traceback, just where it is)."""
-    tb = _program_frames(error.__traceback__)
+    tb = program_frames(error.__traceback__)
     error.__traceback__ = tb
     try:
         sys.excepthook(type(error), error, tb)
@@ -163,7 +124,7 @@ def run_audited(
         document, info=info, json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
     )
     if fail_on_violation and status == 0 and (log.violations or _child_violations(document)):
-        status = ExitStatus.VIOLATIONS
+        status = ExitStatus.FINDINGS
     return status
 
 
@@ -171,77 +132,6 @@ def _child_violations(document: dict[str, Any]) -> int:
     """Violations (a set never reset is one) of the audited child processes."""
     children = document.get("child_processes", {})
     return sum(len(member["audit"].get("violations", [])) for member in children.get("audited", []))
-
-
-def _run_path(absolute: str) -> None:
-    """``runpy.run_path(absolute, run_name="__main__")``, but ``sys.argv[0]`` stays as typed (runpy makes it the path
-    it was given, and so ``__file__`` and the traceback's file names: python makes only those absolute)."""
-    if pkgutil.get_importer(absolute) is not None:  # a zip file or folder with a __main__.py: runpy's
-        runpy.run_path(absolute, run_name="__main__")
-        return
-    with io.open_code(absolute) as source:
-        code = pkgutil.read_code(source)  # a compiled file (.pyc), else None
-    if code is None:
-        with io.open_code(absolute) as source:
-            code = compile(source.read(), absolute, "exec", dont_inherit=True)
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=absolute, __cached__=None, __loader__=None, __package__="", __spec__=None)
-    saved = sys.modules.get("__main__")
-    sys.modules["__main__"] = main  # as runpy does, for the program's own ``import __main__`` and pickles
-    try:
-        exec(code, main.__dict__)
-    finally:
-        if saved is None:
-            sys.modules.pop("__main__", None)
-        else:
-            sys.modules["__main__"] = saved
-
-
-def run_script(path: str, args: Sequence[str]) -> Callable[[], None]:
-    """A body that runs ``path`` as ``__main__`` like ``python path args``: ``sys.argv = [path, *args]`` as typed,
-    ``__file__`` absolute, the script's folder first on sys.path."""
-    absolute = os.path.abspath(path)  # now: the program may change the current folder, and a sweep reruns it
-
-    def body() -> None:
-        saved_argv, saved_path = sys.argv[:], sys.path[:]
-        sys.argv = [path, *args]
-        sys.path.insert(0, os.path.dirname(absolute))
-        try:
-            _run_path(absolute)
-        finally:
-            sys.argv, sys.path[:] = saved_argv, saved_path
-
-    return body
-
-
-def _not_runnable(name: str, error: ImportError) -> str:
-    """The usage error for ``-m name`` that runpy could not find or run."""
-    detail = str(error)
-    # -m train.py: runpy's own message, which says to try -m train
-    missing = isinstance(error.__cause__, ModuleNotFoundError) and not name.endswith(".py")
-    if detail == f"No module named {name}" or missing:
-        return f"no such module: {name}"
-    return f"cannot run -m {name}: {detail}"
-
-
-def run_module(name: str, args: Sequence[str]) -> Callable[[], None]:
-    """A body that runs module ``name`` as ``__main__`` like ``python -m name args`` (current folder first on sys.path,
-    ``sys.argv[0]`` the module's file); :class:`NoSuchModule` if there is no such module to run."""
-
-    def body() -> None:
-        saved_argv, saved_path = sys.argv[:], sys.path[:]
-        sys.argv = [name, *args]  # runpy makes sys.argv[0] the module's full path, as python -m does
-        sys.path.insert(0, os.getcwd())
-        try:
-            runpy.run_module(name, run_name="__main__", alter_sys=True)
-        except ImportError as error:
-            if _program_frames(error.__traceback__) is None:  # runpy's own: finding the module failed, none of it ran
-                raise NoSuchModule(_not_runnable(name, error)) from None
-            raise
-        finally:
-            sys.argv, sys.path[:] = saved_argv, saved_path
-
-    return body
 
 
 def run_command(args: argparse.Namespace, program: list[str], parser: argparse.ArgumentParser) -> int:
@@ -252,15 +142,10 @@ def run_command(args: argparse.Namespace, program: list[str], parser: argparse.A
         policy = chosen_policy(args)
     except ValueError as error:
         return usage_error(parser, str(error))
-    if args.module is not None:
-        body = run_module(args.module, program)
-    elif program:
-        script, *script_args = program
-        if not os.path.isfile(script):
-            return usage_error(parser, f"no such script: {script}")
-        body = run_script(script, script_args)
-    else:
-        return usage_error(parser, "run needs a script (safe-tracectx run script.py [args]) or -m MODULE")
+    try:
+        body = resolve_program("run", args.module, program).body
+    except UsageError as error:
+        return usage_error(parser, str(error))
     import warnings
 
     warnings.filterwarnings("ignore", message="transformer_engine module not found")

@@ -7,7 +7,7 @@
 Exit status: 0 nothing broke, 1 some injection point broke an invariant, 2 usage error.
 
     >>> from safe_tracectx.sweep.text import render
-    >>> from safe_tracectx.sweep.runner import SweepResult
+    >>> from safe_tracectx.sweep.findings import SweepResult
     >>> print(render(SweepResult(0, {}, 0, {}, [], 0.0), "x.py").splitlines()[0])
     safe-tracectx sweep of x.py
 """
@@ -16,22 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from safe_tracectx._support.writable import check_writable
-from safe_tracectx.cli.options import usage_error
-from safe_tracectx.exitcodes import ExitStatus
-from safe_tracectx.sweep.runner import SweepResult
-from safe_tracectx.sweep.text import KIND_NAMES, render
+from safe_tracectx.cli.program import NoSuchModule, resolve_program
+from safe_tracectx.exitcodes import ExitStatus, UsageError, usage_error
+from safe_tracectx.sweep.findings import SWEEP_SCHEMA
 
-__all__ = ["SWEEP_SCHEMA", "add_arguments", "progress_bar", "render", "sweep_command"]
-
-SWEEP_SCHEMA = "safe-tracectx/sweep"
-
+__all__ = ["SWEEP_SCHEMA", "add_arguments", "progress_bar", "sweep_command"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``sweep`` (the program and its arguments come last, as for ``run``)."""
@@ -62,35 +57,29 @@ def progress_bar(out: TextIO | None = None) -> Callable[[int, int, int], None]:
     return show
 
 
-
-
 def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse.ArgumentParser) -> int:
     """``safe-tracectx sweep``: check the arguments, sweep, report."""
-    from safe_tracectx.cli.run import run_module, run_script
+    from safe_tracectx.hooks.faults import POINT_KINDS  # the hooks import Thunder: only when sweeping
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    if not kinds or any(k not in KIND_NAMES for k in kinds):
-        return usage_error(parser, f"--kinds takes a comma-separated list of {', '.join(KIND_NAMES)}")
+    if not kinds or any(k not in POINT_KINDS for k in kinds):
+        return usage_error(parser, f"--kinds takes a comma-separated list of {', '.join(POINT_KINDS)}")
     if args.max_runs is not None and args.max_runs < 1:
         return usage_error(parser, "--max must be >= 1")
-    if args.top < 0:
-        return usage_error(parser, "--top must be >= 0")
     if args.json is not None and (problem := check_writable(args.json)) is not None:
         return usage_error(parser, f"--json: {problem}")
-    if args.module is not None:
-        body, name = run_module(args.module, program), f"-m {args.module}"
-    elif program:
-        if not os.path.isfile(program[0]):
-            return usage_error(parser, f"no such script: {program[0]}")
-        body, name = run_script(program[0], program[1:]), program[0]
-    else:
-        return usage_error(parser, "sweep needs a script (safe-tracectx sweep script.py [args]) or -m MODULE")
+    try:
+        found = resolve_program("sweep", args.module, program)
+    except UsageError as error:
+        return usage_error(parser, str(error))
+    body, name = found.body, found.name
     import warnings
 
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
     import thunder  # noqa: F401 - imported once here, reused by every forked run
 
-    from safe_tracectx.sweep.runner import sweep
+    from safe_tracectx.sweep.runner import ProgramFails, sweep
+    from safe_tracectx.sweep.text import render
 
     print(f"safe-tracectx sweep: counting the injection points of {name} ...", file=sys.stderr, flush=True)
     try:
@@ -99,7 +88,9 @@ def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse
         )
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
-    except RuntimeError as error:
+    except RuntimeError as error:  # no clean counting run to compare the faulted runs with
+        if isinstance(error, ProgramFails) and error.failed.type == NoSuchModule.__name__:
+            return usage_error(parser, error.failed.message)  # as run says it: nothing of the program ran
         print(f"safe-tracectx sweep: {error}", file=sys.stderr)
         return ExitStatus.USAGE_ERROR
     print(render(result, name, top=args.top), flush=True)
@@ -109,6 +100,5 @@ def sweep_command(args: argparse.Namespace, program: list[str], parser: argparse
             file=sys.stderr,
         )
     if args.json is not None:
-        document = {"schema": SWEEP_SCHEMA, "version": 1, "program": name, **result.to_dict()}
-        Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    return ExitStatus.SWEEP_FINDINGS if result.findings else ExitStatus.OK
+        Path(args.json).write_text(json.dumps(result.to_document(name), indent=2) + "\n", encoding="utf-8")
+    return ExitStatus.FINDINGS if result.findings else ExitStatus.OK

@@ -17,36 +17,49 @@ pass, an injecting one raises :class:`InjectedFault` at point number ``target``:
 
 from __future__ import annotations
 
+import sys
 import traceback
+from types import FrameType
 from typing import Any, Final
 
-__all__ = ["POINT_KINDS", "InjectedFault", "Injector", "arm", "disarm", "point"]
+__all__ = ["POINT_KINDS", "InjectedFault", "Injector", "arm", "disarm", "point", "point_name"]
 
 #: The kinds of injection point, and how reports call them.
 POINT_KINDS: Final = {"set": "set_tracectx", "proxy": "proxy creation", "pass": "pass entry"}
 
 
+def point_name(kind: str, pass_label: str | None) -> str:
+    """How reports name a point: ``proxy creation in fusion remat``."""
+    return POINT_KINDS.get(kind, kind) + (f" in {pass_label}" if pass_label else "")
+
+
+def _stack_inside(outermost: FrameType | None) -> list[traceback.FrameSummary]:
+    """The caller's stack, innermost last, from just inside ``outermost`` (the whole stack if it is not on it)."""
+    frames: list[tuple[FrameType, int]] = []
+    frame: FrameType | None = sys._getframe(2)  # the caller of InjectedFault()
+    while frame is not None and frame is not outermost:
+        frames.append((frame, frame.f_lineno))
+        frame = frame.f_back
+    return list(traceback.StackSummary.extract(reversed(frames), lookup_lines=False))
+
+
 class InjectedFault(Exception):
     """The exception a sweep raises at one injection point (a plain ``Exception``, as real failures are)."""
 
-    def __init__(self, index: int, kind: str, pass_label: str | None) -> None:
-        where = f" in {pass_label}" if pass_label else ""
-        super().__init__(f"injected fault at point {index} ({POINT_KINDS.get(kind, kind)}{where})")
+    def __init__(self, index: int, kind: str, pass_label: str | None, outermost: FrameType | None = None) -> None:
+        super().__init__(f"injected fault at point {index} ({point_name(kind, pass_label)})")
         self.index = index
         self.kind = kind
         self.pass_label = pass_label
-        #: Where it was raised: the stack of the hooked call, innermost last (this package's frames left out).
-        self.stack = [
-            f"{frame.filename}:{frame.lineno} in {frame.name}"
-            for frame in traceback.extract_stack()[:-1]
-            if "/safe_tracectx/hooks/" not in frame.filename
-        ]
+        #: Where it was raised, innermost last: the frames inside ``outermost`` (the frame that armed the
+        #: injector: the run's own frames, not the sweep's), this package's among them.
+        self.stack = _stack_inside(outermost)
 
 
 class Injector:
     """Counts injection points; with a ``target``, raises at that one (once)."""
 
-    __slots__ = ("target", "index", "points", "fired", "changed_inputs")
+    __slots__ = ("target", "index", "points", "fired", "changed_inputs", "armed_in")
 
     def __init__(self, target: int | None = None) -> None:
         self.target = target
@@ -56,6 +69,8 @@ class Injector:
         self.fired: InjectedFault | None = None
         #: Passes left by the fault that had changed one of their input traces: dicts with ``label``, ``trace``.
         self.changed_inputs: list[dict[str, Any]] = []
+        #: The frame that armed it: a fault's stack is cut there (``arm`` sets it).
+        self.armed_in: FrameType | None = None
 
     def hit(self, kind: str, pass_label: str | None) -> None:
         index = self.index
@@ -63,7 +78,7 @@ class Injector:
         if self.fired is None:  # after the fault the path is the error path: not comparable, not kept
             self.points.append((kind, pass_label))
         if index == self.target and self.fired is None:
-            self.fired = InjectedFault(index, kind, pass_label)
+            self.fired = InjectedFault(index, kind, pass_label, self.armed_in)
             raise self.fired
 
 
@@ -72,8 +87,9 @@ injector: Injector | None = None
 
 
 def arm(new: Injector) -> Injector:
-    """Make ``new`` the armed injector; return it."""
+    """Make ``new`` the armed injector; return it. Its faults' stacks start inside the caller's frame."""
     global injector
+    new.armed_in = sys._getframe(1)
     injector = new
     return new
 
@@ -81,6 +97,8 @@ def arm(new: Injector) -> Injector:
 def disarm() -> None:
     """No injector: the points cost nothing but a check."""
     global injector
+    if injector is not None:
+        injector.armed_in = None  # no frame kept alive
     injector = None
 
 

@@ -30,9 +30,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
-from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.exitcodes import ArgumentParser, ExitStatus, UsageError, usage_error
 from safe_tracectx.lint.config import Settings, load_settings, parse_per_file_ignores
 from safe_tracectx.lint.files import DEFAULT_EXCLUDE, not_excluded
 from safe_tracectx.lint.formatters import FORMATTERS, with_statistics, write_report
@@ -53,15 +52,8 @@ __all__ = ["LintArgumentParser", "UsageError", "add_arguments", "main", "run"]
 PROG = "safe-tracectx lint"
 
 
-class UsageError(Exception):
-    """A bad option value: reported with the lint usage, exit status ``USAGE_ERROR``."""
-
-
-class LintArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors raise :class:`UsageError` instead of exiting the process."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+#: The parser class whose errors raise :class:`UsageError` (the command's one usage-error path, in ``exitcodes``).
+LintArgumentParser = ArgumentParser
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,14 +99,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fix", action="store_true", help="rewrite the files where a fix of STC001/STC002/STC003 is certainly right"
     )
     fixing.add_argument("--diff", action="store_true", help="print those fixes as a unified diff; change nothing")
-    parser.set_defaults(lint_format_usage=parser.format_usage)
+    parser.set_defaults(lint_parser=parser)
+
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description="Statically check trace-context safety (STC rules).")
+    add_arguments(parser)
+    return parser
 
 
 def _usage_error(args: argparse.Namespace, message: str) -> int:
-    usage = getattr(args, "lint_format_usage", None)
-    print(usage() if callable(usage) else f"usage: {PROG} [options] [PATH ...]\n", end="", file=sys.stderr)
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return ExitStatus.USAGE_ERROR
+    """The usage error of the parser that made ``args`` (lint's own when ``args`` were made by hand)."""
+    parser = getattr(args, "lint_parser", None)
+    return usage_error(parser if isinstance(parser, argparse.ArgumentParser) else _parser(), message)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -217,12 +214,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``safe-tracectx lint`` with a parser of its own; returns the exit status instead of exiting."""
-    parser = LintArgumentParser(prog=PROG, description="Statically check trace-context safety (STC rules).")
-    add_arguments(parser)
+    parser = _parser()
     try:
         args = parser.parse_args(argv)
     except UsageError as error:
-        return _usage_error(argparse.Namespace(lint_format_usage=parser.format_usage), str(error))
+        return usage_error(error.parser or parser, str(error))
     except SystemExit as done:  # --help
         return int(done.code or 0)
     return run(args)

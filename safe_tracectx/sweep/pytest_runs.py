@@ -21,9 +21,12 @@ import sys
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from safe_tracectx.sweep.findings import RunResult
 
 __all__ = ["SweepFailed", "add_options", "is_a_run", "pytest_collection_modifyitems", "pytest_runtest_call"]
 
@@ -110,9 +113,8 @@ class _RunsInFreshPytest:
         self.item = item
         self.folder = folder
 
-    def __call__(self, target: int | None) -> dict[str, Any]:
-        import json
-
+    def __call__(self, target: int | None) -> RunResult:
+        from safe_tracectx.sweep.findings import RunResult
         from safe_tracectx.sweep.runner import RUN_TIMEOUT_SECONDS
 
         result = self.folder / "result.json"
@@ -128,13 +130,12 @@ class _RunsInFreshPytest:
                 timeout=RUN_TIMEOUT_SECONDS,
             )
         except subprocess.TimeoutExpired:
-            return {"outcome": "timed out", "problems": [f"the run took longer than {RUN_TIMEOUT_SECONDS} s"], "stack": []}
+            return RunResult.ended_without_result("timed out", f"the run took longer than {RUN_TIMEOUT_SECONDS} s")
         if not result.exists():
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
             problem = f"the run's pytest ended (exit status {done.returncode}) without running the test:\n{tail}"
-            return {"outcome": "crashed", "problems": [problem], "stack": []}
-        found: dict[str, Any] = json.loads(result.read_text(encoding="utf-8"))
-        return found
+            return RunResult.ended_without_result("crashed", problem)
+        return RunResult.from_json(result.read_text(encoding="utf-8"))
 
     def command(self, point: str, result: Path) -> list[str]:
         """The user's command line with the test's id for its paths, and the run's own files and options."""

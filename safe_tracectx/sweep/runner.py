@@ -26,57 +26,35 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 import random
 import signal
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from safe_tracectx.hooks.faults import point_name
 from safe_tracectx.policy import STRICT, Policy
-from safe_tracectx.sweep.run_outcome import ThreadDeaths, exception_site, outcome_of, wait_for_threads
+from safe_tracectx.sweep.findings import (
+    ChangedInput,
+    Finding,
+    LeakedSet,
+    Point,
+    Raised,
+    RunResult,
+    SweepResult,
+    ThreadDeath,
+    program_frames,
+)
+from safe_tracectx.sweep.run_outcome import ThreadDeaths, outcome_of, wait_for_threads
 
 __all__ = [
-    "SWEEP_POLICY", "Finding", "Runs", "SweepResult", "count_points", "forked_runs", "other_path", "result_json",
+    "SWEEP_POLICY", "Finding", "ProgramFails", "Runs", "SweepResult", "count_points", "forked_runs", "other_path", "result_json",
     "run_once", "run_point", "sweep", "sweep_runs",
 ]  # fmt: skip
 
 #: Strict, except that an unbalanced reset is only recorded: the sweep reports leaks itself, and an
 #: ``UnbalancedContextError`` raised while unwinding would replace the injected fault.
 SWEEP_POLICY = dataclasses.replace(STRICT, unbalanced="ignore")
-
-
-@dataclasses.dataclass
-class Finding:
-    """An injection point after which something was wrong."""
-
-    index: int
-    kind: str
-    pass_label: str | None
-    outcome: str
-    problems: list[str]
-    stack: list[str]
-    #: The run took another path than the counting run before the fault (the point was not checked).
-    other_path: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class SweepResult:
-    """Totals of a sweep and its findings."""
-
-    points: int
-    by_kind: dict[str, int]
-    runs: int
-    outcomes: dict[str, int]
-    findings: list[Finding]
-    seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "findings": [f.to_dict() for f in self.findings]}
 
 
 #: A run that takes longer than this is ended (a program that hangs at an injection point).
@@ -93,15 +71,15 @@ def _die_with_parent() -> None:
         pass
 
 
-def result_json(work: Callable[[], dict[str, Any]]) -> str:
+def result_json(work: Callable[[], RunResult]) -> str:
     """``work()``'s result as JSON, or a ``sweep error`` result if the sweep's own code failed."""
     try:
-        return json.dumps(work(), default=str)
+        return work().to_json()
     except BaseException as error:  # noqa: BLE001 - anything the run did not handle is its outcome
-        return json.dumps({"outcome": "sweep error", "problems": [repr(error)], "stack": []})
+        return RunResult.ended_without_result("sweep error", repr(error)).to_json()
 
 
-def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) -> dict[str, Any]:
+def _in_child(work: Callable[[], RunResult], timeout: int | None = None) -> RunResult:
     """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
     timeout = RUN_TIMEOUT_SECONDS if timeout is None else timeout
     read_end, write_end = os.pipe()
@@ -122,18 +100,16 @@ def _in_child(work: Callable[[], dict[str, Any]], timeout: int | None = None) ->
     _, status = os.waitpid(pid, 0)
     if not data:
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM:
-            return {"outcome": "timed out", "problems": [f"the run took longer than {timeout} s"], "stack": []}
-        return {"outcome": "crashed", "problems": [f"the run died (wait status {status})"], "stack": []}
-    result: dict[str, Any] = json.loads(data)
-    return result
+            return RunResult.ended_without_result("timed out", f"the run took longer than {timeout} s")
+        return RunResult.ended_without_result("crashed", f"the run died (wait status {status})")
+    return RunResult.from_json(data.decode())
 
 
-def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_threads: bool = True) -> dict[str, Any]:
+def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_threads: bool = True) -> RunResult:
     """One run of ``body`` in this process, under the hooks, failing point ``target`` (None: a counting run).
 
-    The result: a counting run's ``points`` and ``failed``; a faulted run's ``outcome``, ``problems``,
-    ``stack`` and the ``points`` it reached up to the fault. Only in a process of its own: it leaves
-    behind what the faulted program left.
+    Only in a process of its own: it leaves behind what the faulted program left. The faults' stacks
+    start inside this frame (it arms the injector): the program's frames, not the sweep's.
     """
     from safe_tracectx.context.blocks import TRACE_VAR
     from safe_tracectx.hooks import begin, faults
@@ -159,48 +135,36 @@ def run_once(body: Callable[[], None], target: int | None, policy: Policy, join_
     if target is None:
         failed = None
         if top is not None and not (isinstance(top, SystemExit) and top.code in (0, None)):
-            failed = f"{type(top).__name__}: {top}"
-        return {"points": injector.points, "failed": failed}
-    fired, problems = injector.fired, []
+            failed = Raised.of(top)
+        return RunResult("counted", points=injector.points, failed=failed)
+    fired = injector.fired
     active = TRACE_VAR.get(None)
-    if active is not None:
-        problems.append(f"a trace was left active: {describe_trace(active)}")
-    for event in log.leaked_sets:
-        problems.append(f"set_tracectx({event.trace}) at {event.site} was never reset")
-    for changed in injector.changed_inputs:
-        problems.append(f"{changed['label']} changed its input ({changed['trace']}) before it failed")
     died = threads.of(fired) if fired is not None else None
     outcome = outcome_of(fired, top, died)
-    if outcome in ("masked", "replaced") and top is not None:
-        problems.append(
-            f"{outcome}: {type(top).__name__}: {top} (raised at {exception_site(top)}) reached the top "
-            + ("while the injected fault was being handled" if outcome == "masked" else "instead of the injected fault")
-        )
-    if outcome == "died in thread" and died is not None:
-        name, death = died
-        raised = "" if death is fired else f", raised at {exception_site(death)} while handling it"
-        problems.append(
-            f"died in thread: the fault ended thread {name!r} ({type(death).__name__}: {death}{raised}); "
-            "the main program never saw it"
-            + (f", and {type(top).__name__}: {top} reached its top" if top is not None else " and went on")
-        )
+    death = None
+    if died is not None:
+        thread, ended_it = died
+        death = ThreadDeath(thread, Raised.of(ended_it), of_the_fault=ended_it is fired)
+    result = RunResult(
+        outcome,
+        points=injector.points,
+        stack=program_frames(fired.stack) if fired is not None else [],
+        left_active=None if active is None else describe_trace(active),
+        leaked=[LeakedSet(event.trace, str(event.site)) for event in log.leaked_sets],
+        changed_inputs=[ChangedInput(changed["label"], changed["trace"]) for changed in injector.changed_inputs],
+        top=Raised.of(top) if top is not None and top is not fired else None,
+        thread_death=death,
+    )
     try:
         with log.stopped():
             installation.end()
     except BaseException:  # noqa: BLE001 - recorded above already
         pass
-    stack = fired.stack if fired is not None else []
-    starts = [i for i, frame in enumerate(stack) if frame.endswith(" in run_once")]
-    return {
-        "outcome": outcome,
-        "problems": problems,
-        "stack": stack[starts[-1] + 1 :] if starts else stack,
-        "points": injector.points,
-    }
+    return result
 
 
 #: One run of a program, in a process of its own: ``run(None)`` counts, ``run(k)`` fails point k (``run_once``'s result).
-Runs = Callable[[int | None], dict[str, Any]]
+Runs = Callable[[int | None], RunResult]
 
 
 def forked_runs(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True) -> Runs:
@@ -208,44 +172,45 @@ def forked_runs(body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join
     return lambda target: _in_child(lambda: run_once(body, target, policy, join_threads))
 
 
-def _points(result: dict[str, Any]) -> list[tuple[str, str | None]]:
-    """The counting run's points, or why there are none."""
-    if "points" not in result:
-        raise RuntimeError(f"the counting run failed: {result.get('problems')}")
-    if result.get("failed"):
-        raise RuntimeError(
-            f"the program fails without any fault ({result['failed']}); make it run cleanly first: "
+class ProgramFails(RuntimeError):
+    """The counting run failed without any fault: there is no clean run to compare the faulted ones with."""
+
+    def __init__(self, failed: Raised) -> None:
+        super().__init__(
+            f"the program fails without any fault ({failed}); make it run cleanly first: "
             "the sweep compares each faulted run with a clean one"
         )
-    return [(kind, label) for kind, label in result["points"]]
+        self.failed = failed
+
+
+def _points(result: RunResult) -> list[Point]:
+    """The counting run's points, or why there are none."""
+    if result.points is None:
+        raise RuntimeError(f"the counting run failed ({result.outcome}): {result.failure}")
+    if result.failed is not None:
+        raise ProgramFails(result.failed)
+    return result.points
 
 
 def count_points(
     body: Callable[[], None], *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
-) -> list[tuple[str, str | None]]:
+) -> list[Point]:
     """(kind, pass label) of each injection point of one run of ``body`` (run in a forked child)."""
     return _points(forked_runs(body, policy=policy, join_threads=join_threads)(None))
 
 
 def run_point(
     body: Callable[[], None], index: int, *, policy: Policy = SWEEP_POLICY, join_threads: bool = True
-) -> dict[str, Any]:
-    """Run ``body`` in a forked child with the fault at point ``index``: ``outcome``, ``problems``, ``stack``."""
+) -> RunResult:
+    """Run ``body`` in a forked child with the fault at point ``index``."""
     return forked_runs(body, policy=policy, join_threads=join_threads)(index)
 
 
-def _point_name(point: tuple[str, str | None]) -> str:
-    from safe_tracectx.hooks.faults import POINT_KINDS
-
-    kind, label = point
-    return POINT_KINDS.get(kind, kind) + (f" in {label}" if label else "")
-
-
-def other_path(expected: list[tuple[str, str | None]], reached: list[tuple[str, str | None]], index: int) -> str | None:
+def other_path(expected: list[Point], reached: list[Point], index: int) -> str | None:
     """How a run faulted at ``index`` left the counting run's path before the fault (None: it did not)."""
     for k, (want, (kind, label)) in enumerate(zip(expected[: index + 1], reached)):
         if (kind, label) != want:
-            return f"point {k} is a {_point_name((kind, label))} here, a {_point_name(want)} in the counting run"
+            return f"point {k} is a {point_name(kind, label)} here, a {point_name(*want)} in the counting run"
     if len(reached) <= index:
         return (
             f"the run reached {len(reached)} point(s), so the fault at point {index} never fired "
@@ -254,11 +219,6 @@ def other_path(expected: list[tuple[str, str | None]], reached: list[tuple[str, 
     return None
 
 
-_OTHER_PATH_FIX = (
-    "the program takes another path from run to run (a warm on-disk cache, a file an earlier run wrote, "
-    "data or randomness): make each run start from the same state (a fresh cache directory, fixed seeds), "
-    "or these points are not checked"
-)
 
 
 def sweep(
@@ -319,19 +279,12 @@ def sweep_runs(
     findings: list[Finding] = []
     for done, index in enumerate(indices, 1):
         result = run(index)
-        outcomes[result["outcome"]] += 1
-        problems = list(result["problems"])
-        reached = result.get("points")
-        elsewhere = other_path(points, reached, index) if reached is not None else None
-        if elsewhere is not None:
-            problems.insert(
-                0, f"run {done}: the injection points differ from the counting run's: {elsewhere}; {_OTHER_PATH_FIX}"
-            )
-        if problems:
-            kind, label = points[index]
-            findings.append(
-                Finding(index, kind, label, result["outcome"], problems, result["stack"], elsewhere is not None)
-            )
+        outcomes[result.outcome] += 1
+        elsewhere = other_path(points, result.points, index) if result.points is not None else None
+        kind, label = points[index]
+        finding = Finding(index, kind, label, run=done, result=result, path_difference=elsewhere)
+        if finding.problems:
+            findings.append(finding)
         if progress is not None:
             progress(done, len(indices), len(findings))
     return SweepResult(
