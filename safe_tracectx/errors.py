@@ -46,6 +46,7 @@ TraceCheck = Literal[
     "traceless-proxy",
     "handover-mismatch",
     "forward-reads-backward",
+    "stale-after-in-place",
     "generated-code",
     "borrowed-namer",
     "replaced-name",
@@ -92,6 +93,9 @@ FIXES: Final[dict[str, str]] = {
     "(update both sides together)",
     "forward-reads-backward": "keep what reads a cotangent out of every symbol the forward needs: never fuse or "
     "merge a backward computation into a symbol with a forward output (give it BoundSymbolTag.BACKWARD)",
+    "stale-after-in-place": "make every later reader of an updated tensor read the in-place symbol's output "
+    "(thunder.core.update_aliases.insert_alias_updates does this for a trace: run it on a trace before its symbols "
+    "are traced into another, as a grad rule's augmented forward)",
     "generated-code": "a bound symbol's name is what the generated program calls: give it an identifier that its "
     "call context (bsym._call_ctx) defines",
     "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "

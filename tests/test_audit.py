@@ -13,9 +13,9 @@ from thunder.core.dtypes import float32
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, from_trace, reset_tracectx, set_tracectx
 
+from safe_tracectx import LeakedProxyError, NameClashError, traceless, tracectx, use_policy
 from safe_tracectx._support.callsite import CallSite
 from safe_tracectx._support.events import Event
-from safe_tracectx import LeakedProxyError, NameClashError, traceless, tracectx, use_policy
 from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.hooks import PassSpec, installed
 from safe_tracectx.hooks import audit

@@ -8,7 +8,8 @@ else, or a name is about to clash: a use with no definition, a name defined
 twice (whatever the objects), a name the trace's namer will hand out again, a
 callee the program cannot name, a traceless proxy, two different computations
 sharing a name across fusion regions, a saved-for-backward hand-over that does
-not match, a forward symbol of a joint trace reading a backward value. Same-named objects are one variable, as in the program. Unlike
+not match, a forward symbol of a joint trace reading a backward value, a joint trace whose forward reads a
+tensor an in-place symbol it leaves to the backward updated. Same-named objects are one variable, as in the program. Unlike
 ``thunder.dev_utils.check_trace``, nothing is made active, no name registered,
 no cache filled::
 
@@ -126,6 +127,13 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
             f"{name} is a cotangent ({bsym_label(source, bsyms[source])}) that {bsym_label(reader, bsyms[reader])} "
             "reads, and that symbol computes something the forward needs: the forward/backward split puts it in "
             f"the forward, where {name} is never defined", reader)
+    for name, index in program.stale_after_in_place():
+        outputs = [p.name for p in proxy_outs(bsyms[index])]
+        unread = f"whose output {', '.join(outputs)} the forward never reads" if outputs else "which outputs nothing"
+        add("stale-after-in-place", name,
+            f"{name} is updated in place by {bsym_label(index, bsyms[index])}, {unread}, and the forward reads or "
+            f"returns {name} after it: the forward/backward split leaves that symbol to the backward, so the forward "
+            f"computes with {name} as it was before the update (eager PyTorch gives the updated one)", index)
     if not executed:  # a defect on its way (what the next fusion pass makes of it), never a report of its own
         for name, index in program.untagged_backward():
             add("forward-reads-backward", name,

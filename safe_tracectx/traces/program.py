@@ -29,7 +29,7 @@ from thunder.core.symbol import default_python_printer
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 
-__all__ = ["Program", "signature_names"]
+__all__ = ["Program", "signature_names", "updates_in_place"]
 
 _RETURN: Final = PrimIDs.RETURN
 #: ``BoundSymbolTag.BACKWARD`` (a Thunder without bound-symbol tags has none).
@@ -37,6 +37,9 @@ _BACKWARD_TAG: Final = getattr(getattr(_symbol, "BoundSymbolTag", None), "BACKWA
 _DEL: Final = PrimIDs.DEL
 _UNPACK_SEQUENCE: Final = PrimIDs.UNPACK_SEQUENCE
 _KEEP: Final = frozenset({OpTags.DONT_DCE})
+_COPY: Final = PrimIDs.COPY_
+#: ``OpTags.IN_PLACE`` (a Thunder without it tags no symbol in place).
+_IN_PLACE: Final = getattr(OpTags, "IN_PLACE", None)
 
 
 def _signature(trace: Any) -> Any:
@@ -212,19 +215,55 @@ class Program:
         """In a joint trace (the grad transform's, whose return holds ``fw_flat_out``): the cotangents the forward
         would read once split, each as (name, index of the reader, index of its ``get_grad``).
 
-        As Thunder's ``split_into_forward_and_backward``: walking back from the return, a symbol belongs to the
-        forward if it outputs a name the forward needs (its outputs, its inputs, and what their producers read),
-        or is an ``unpack_trivial``, or a ``copy_`` into a forward name; ``get_grad`` gives cotangents, which only
+        As Thunder's ``split_into_forward_and_backward`` (:meth:`_split`): ``get_grad`` gives cotangents, which only
         the backward receives.
         """
         if not self.is_joint():
             return []
         bsyms = self.trace.bound_symbols
+        forward, cotangents, _ = self._split(bsyms[-1].args[0])
+        found: list[tuple[str, int, int]] = []
+        for index in reversed(forward):
+            for proxy in proxy_args(bsyms[index]):
+                source = cotangents.get(proxy.name)
+                if source is not None and source < index and all(f[0] != proxy.name for f in found):
+                    found.append((proxy.name, index, source))
+        return found
+
+    def stale_after_in_place(self) -> list[tuple[str, int]]:
+        """In a joint trace (the grad transform's, whose return holds ``fw_flat_out``, or ``grad_flat_args`` before
+        Thunder #2147): each tensor the forward reads or returns after an in-place symbol updated it, where the
+        forward needs none of that symbol's outputs, as (the tensor's name, index of the in-place symbol).
+
+        The split (:meth:`_split`) puts in the forward only what computes a value the forward needs, and a
+        ``copy_`` into one: such an in-place symbol goes to the backward, and the forward reads the value from
+        before the update. Thunder's ``insert_alias_updates`` makes every later reader read the in-place symbol's
+        output, so a joint trace built after it never has one.
+        """
+        bsyms = self.trace.bound_symbols
+        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
+            return []
         info = bsyms[-1].args[0]
-        flat, _ = tree_flatten((info.get("fw_flat_out"), info.get("flat_args", ())))  # type: ignore[no-untyped-call]
+        if not isinstance(info, dict) or not ("fw_flat_out" in info or "grad_flat_args" in info):
+            return []
+        return self._split(info)[2]
+
+    def _split(self, info: dict[str, Any]) -> tuple[list[int], dict[str, int], list[tuple[str, int]]]:
+        """Thunder's ``split_into_forward_and_backward`` of this joint trace, whose return holds ``info``: (the
+        indices of the forward's symbols, last first; each cotangent's name with the index of its ``get_grad``;
+        the stale values of :meth:`stale_after_in_place`).
+
+        Walking back from the return, a symbol belongs to the forward if it outputs a name the forward needs (its
+        outputs, its inputs, and what their producers read), or is an ``unpack_trivial``, or a ``copy_`` into a
+        forward name; everything else goes to the backward.
+        """
+        bsyms = self.trace.bound_symbols
+        outputs = info.get("fw_flat_out", info.get("output"))
+        flat, _ = tree_flatten((outputs, info.get("flat_args", ())))  # type: ignore[no-untyped-call]
         needed = {p.name for p in flat if isinstance(p, Proxy)}
         cotangents: dict[str, int] = {}
         forward: list[int] = []
+        stale: list[tuple[str, int]] = []
         for index in range(len(bsyms) - 2, -1, -1):
             bsym = bsyms[index]
             name = getattr(bsym.sym, "name", "")
@@ -239,13 +278,9 @@ class Program:
             elif name == "copy_" and len(bsym.args) > 1 and getattr(bsym.args[1], "name", None) in needed:
                 forward.append(index)
                 needed.update(reads)
-        found: list[tuple[str, int, int]] = []
-        for index in reversed(forward):
-            for proxy in proxy_args(bsyms[index]):
-                source = cotangents.get(proxy.name)
-                if source is not None and source < index and all(f[0] != proxy.name for f in found):
-                    found.append((proxy.name, index, source))
-        return found
+            elif reads and reads[0] in needed and updates_in_place(bsym):
+                stale.append((reads[0], index))  # the forward reads reads[0] later, or returns it
+        return forward, cotangents, stale
 
     def untagged_backward(self) -> list[tuple[str, int]]:
         """In a joint trace whose backward symbols carry ``BoundSymbolTag.BACKWARD``: each symbol that computes from
@@ -318,6 +353,16 @@ class Program:
             inner = by_input.get(collection.name) if isinstance(collection, Proxy) else None
             parts.append(None if inner is None else list(_as_list(inner.output)))
         return parts
+
+
+def updates_in_place(bsym: Any) -> bool:
+    """Whether ``bsym`` updates its first tensor argument in place, as Thunder reads it
+    (``thunder.core.update_aliases._is_inplace_op``): its symbol is tagged IN_PLACE, or its last subsymbol is
+    ``prims.copy_``."""
+    if _IN_PLACE is not None and _IN_PLACE in (getattr(bsym.sym, "tags", None) or ()):
+        return True
+    subsymbols: Any = getattr(bsym, "subsymbols", None)
+    return bool(subsymbols) and getattr(subsymbols[-1].sym, "id", None) == _COPY
 
 
 def _produces(bsym: Any) -> list[Proxy]:

@@ -35,6 +35,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "use-before-definition": UseBeforeDefinitionError,
     "handover-mismatch": BrokenTraceError,
     "forward-reads-backward": BrokenTraceError,
+    "stale-after-in-place": BrokenTraceError,
     "generated-code": BrokenTraceError,
 }
 
