@@ -22,11 +22,14 @@ import sys
 import types
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from safe_tracectx.cli.options import AUDIT_OPTIONS_WITH_VALUE, check_outputs, chosen_policy, usage_error
 from safe_tracectx.exitcodes import ExitStatus
 from safe_tracectx.policy import Policy
+
+if TYPE_CHECKING:
+    from safe_tracectx.auditlog.document_types import AuditDocument
 
 __all__ = ["NoSuchModule", "run_audited", "run_command", "run_module", "run_script", "split_program"]
 
@@ -158,7 +161,8 @@ def run_audited(
     document = log.to_dict()
     with log.stopped():
         document["jit_traces"] = recorder.runs()
-    document.update(children.collect())
+    if (found := children.collect()) is not None:
+        document["child_processes"] = found
     finish_run(
         document, info=info, json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
     )
@@ -167,10 +171,10 @@ def run_audited(
     return status
 
 
-def _child_violations(document: dict[str, Any]) -> int:
+def _child_violations(document: AuditDocument) -> int:
     """Violations (a set never reset is one) of the audited child processes."""
-    children = document.get("child_processes", {})
-    return sum(len(member["audit"].get("violations", [])) for member in children.get("audited", []))
+    children = document.get("child_processes")
+    return 0 if children is None else sum(len(member["audit"].get("violations", [])) for member in children["audited"])
 
 
 def _run_path(absolute: str) -> None:
