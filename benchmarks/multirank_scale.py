@@ -21,14 +21,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from safe_tracectx.auditlog.document_types import AuditDocument
 from safe_tracectx.auditlog.combine import combine, load_members, pass_runs, paused_gc
 from safe_tracectx.cli.outputs import write_document
 from safe_tracectx.report.html import write_html
 
 
-def synthetic(passes: int, symbols: int, events: int) -> dict[str, Any]:
+def synthetic(passes: int, symbols: int, events: int) -> AuditDocument:
     """One rank's data file: ``passes`` pass runs of ``symbols`` bound symbols each, ``events`` kept events."""
     rows = [[f"op{i % 17}", [f"t{i}"], [[16, 64]], ["float32"]] for i in range(symbols)]
     runs = [{"label": f"pass {p}", "kind": "transform", "role": "forward", "seconds": 0.01, "changed": True,
@@ -36,16 +37,17 @@ def synthetic(passes: int, symbols: int, events: int) -> dict[str, Any]:
     site = {"file": "thunder/core/prims.py", "line": 100, "function": "meta"}
     kept = [{"kind": "proxy_created", "site": site, "thread": "MainThread", "trace_id": 1, "trace": "trace 1",
              "pass": None, "detail": {"name": f"t{i}"}} for i in range(events)]
-    return {"schema": "safe-tracectx/audit", "version": 2, "counts": {"proxy_created": events}, "kept": events,
-            "dropped": 0, "passes": {}, "proxies_by_pass": {}, "call_sites": [], "leaked_sets": [], "traceless": [],
-            "violations": [], "events": kept, "pass_runs": runs}
+    return cast(AuditDocument, {
+        "schema": "safe-tracectx/audit", "version": 2, "counts": {"proxy_created": events}, "kept": events, "dropped": 0,
+        "passes": {}, "proxies_by_pass": {}, "call_sites": [], "leaked_sets": [], "traceless": [], "violations": [],
+        "events": kept, "pass_runs": runs})
 
 
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
 
-def measure(template: dict[str, Any], ranks: int, folder: Path) -> dict[str, float]:
+def measure(template: AuditDocument, ranks: int, folder: Path) -> dict[str, float]:
     """Write ``ranks`` data files, combine them twice (in-process, CLI), render the HTML; sizes and times."""
     for rank in range(ranks):
         document = copy.deepcopy(template) if rank == ranks - 1 else template

@@ -10,10 +10,11 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from safe_tracectx.auditlog.document_types import AuditDocument
 from safe_tracectx.auditlog.ranks import RankInfo, rank_summary
 from safe_tracectx.cli import main
 from safe_tracectx.hooks.children import ChildAuditing
@@ -151,7 +152,7 @@ def test_a_run_without_workers_has_no_child_processes(
 def test_a_ranks_summary_counts_its_child_processes() -> None:
     child = {"name": "pid 7 ForkPoolWorker-1 (fork)", "source": "child-7.json", "audit": {"leaked_sets": [{}, {}]}}
     document = {"counts": {}, "leaked_sets": [], "child_processes": {"audited": [child], "not_audited": 1}}
-    summary = rank_summary(document, RankInfo(rank=1, world_size=2, local_rank=1, host="node"), None)
+    summary = rank_summary(cast(AuditDocument, document), RankInfo(rank=1, world_size=2, local_rank=1, host="node"), None)
     assert "0 sets never reset; child processes: 1 audited (2 sets never reset), 1 not audited" in summary
 
 
@@ -167,14 +168,15 @@ def test_a_run_inside_a_run_hands_the_children_back_to_the_outer_one() -> None:
         worker = fork.Process(target=_noop)
         worker.start()
         worker.join()
-        assert inner.collect() == {}
-        found = outer.collect()["child_processes"]
+        assert inner.collect() is None  # nothing to add to the document
+        found = outer.collect()
+        assert found is not None
     assert [m["audit"]["process"]["pid"] for m in found["audited"]] == [worker.pid] and found["not_audited"] == 0
     after = ChildAuditing(None)
     worker = fork.Process(target=_noop)
     worker.start()  # no run: not audited, nothing written
     worker.join()
-    assert after.collect() == {}
+    assert after.collect() is None
 
 
 SUBCLASS_ONLY = """

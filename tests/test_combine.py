@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from safe_tracectx.cli import main
 from safe_tracectx.cli.outputs import rank_data_file
 
 
-def _write(folder: Path, documents: list[dict[str, object]]) -> list[Path]:
+def _write(folder: Path, documents: Sequence[Mapping[str, object]]) -> list[Path]:
     paths = []
     for number, document in enumerate(documents):
         path = folder / f".safe-tracectx.rank{number}.json"
@@ -35,7 +36,8 @@ def test_a_rank_dependent_branch_is_reported_at_its_pass_and_first_symbol() -> N
     [divergence] = combined["divergences"]
     assert divergence["pass"] == "fusion" and divergence["occurrence"] == 0 and divergence["trace"] == 0
     assert divergence["index"] == 2 and not divergence["carried"] and divergence["differs"] == ["symbol"]
-    assert divergence["had"]["rank 0"][0] == "cos" and divergence["had"]["rank 1"][0] == "mul"
+    had_0, had_1 = divergence["had"]["rank 0"], divergence["had"]["rank 1"]
+    assert had_0 is not None and had_1 is not None and had_0[0] == "cos" and had_1[0] == "mul"
     assert "'fusion'" in divergence["message"] and "bound symbol 2" in divergence["message"]
     assert "rank 1: mul -> t1[2] float32" in divergence["message"]
 

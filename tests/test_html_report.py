@@ -8,7 +8,7 @@ import json
 import warnings
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -19,6 +19,7 @@ from thunder.core.trace import TraceCtx, from_trace, tracectx
 from thunder.core.transform_common import Transform
 
 import safe_tracectx as stc
+from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, Violation
 from safe_tracectx.auditlog.combine import combine, member_document
 from safe_tracectx.cli import main
 from safe_tracectx.report.html import write_html
@@ -86,7 +87,7 @@ class Page(HTMLParser):
             self._new_span = False
 
 
-def _document(tmp_path: Path) -> dict[str, Any]:
+def _document(tmp_path: Path) -> AuditDocument:
     source = tmp_path / "we<ird>.py"
     source.write_text("x = 1\nmake_proxy()  # <here>\n")
     site = {"file": str(source), "line": 2, "function": "<lambda>"}
@@ -95,8 +96,8 @@ def _document(tmp_path: Path) -> dict[str, Any]:
     runs = [pass_run("trace", BASE),
             pass_run("fusion", BASE[:2] + [row("<lambda>", EVIL, shape=[2]), row("python_return")],
                      violations=[f"name clash: {EVIL} is defined twice"])]
-    runs[0].update(output_ids=[1], input_ids=[])  # the first was given no trace; fusion, the first's output
-    runs[1].update(output_ids=[2], input_ids=[1])
+    runs[0]["output_ids"], runs[0]["input_ids"] = [1], []  # the first was given no trace; fusion, the first's output
+    runs[1]["output_ids"], runs[1]["input_ids"] = [2], [1]
     return audit_document(None, runs, events=[event])
 
 
@@ -265,7 +266,7 @@ def _added(a: Any, b: Any) -> Any:
     return 2 * c
 
 
-def _two_compilations_with_grad() -> tuple[dict[str, Any], AddsOneProxy]:
+def _two_compilations_with_grad() -> tuple[AuditDocument, AddsOneProxy]:
     adds = AddsOneProxy()
     with stc.audit() as log:
         sine = thunder.jit(_sine, transforms=[adds, KeepsTheTrace()])
@@ -275,7 +276,7 @@ def _two_compilations_with_grad() -> tuple[dict[str, Any], AddsOneProxy]:
     return log.to_dict(), adds
 
 
-def _page_of(folder: Path, document: dict[str, Any], label: str, occurrence: int = 0) -> Page:
+def _page_of(folder: Path, document: AuditDocument, label: str, occurrence: int = 0) -> Page:
     """The page of the ``occurrence``-th run of ``label``."""
     return Page(folder / build(document).page_of((label, occurrence)))
 
@@ -318,7 +319,7 @@ def test_a_data_file_that_does_not_record_inputs_says_so_instead_of_guessing(tmp
     assert "input not recorded" in text and "Input (output of" not in text and not fusion.new_names
 
 
-def _violating_run() -> dict[str, Any]:
+def _violating_run() -> AuditDocument:
     with stc.audit() as log, stc.use_policy("lenient"), pytest.warns(stc.TraceContextWarning):
         with pytest.raises(UnboundLocalError):  # the broken program, run: lenient only warns
             thunder.jit(_added, transforms=[DropsADefinition()], executors=())(torch.ones(2), torch.ones(2))
@@ -329,9 +330,11 @@ def test_each_violation_is_listed_once_links_to_its_pass_page_at_the_users_trans
     document = _violating_run()
     folder = write_html(document, tmp_path / "html").parent
     [violation] = document["violations"]
+    site = violation["site"]
+    assert site is not None
     method = DropsADefinition.transform_traces_pre_prologue
-    assert violation["site"]["line"] == inspect.getsourcelines(method)[1]  # the def line, not thunder/__init__.py
-    assert Path(violation["site"]["file"]).resolve() == Path(__file__).resolve()
+    assert site["line"] == inspect.getsourcelines(method)[1]  # the def line, not thunder/__init__.py
+    assert Path(site["file"]).resolve() == Path(__file__).resolve()
     overview = Page(folder / "index.html")
     said = "c is used before any bound symbol defines it"
     assert "".join(overview.text).count(said) == 1
@@ -340,7 +343,7 @@ def test_each_violation_is_listed_once_links_to_its_pass_page_at_the_users_trans
     page = Page(folder / page_name)
     assert anchor in page.ids and "DropsADefinition.transform_traces_pre_prologue" in "".join(page.text)
     assert "".join(page.text).count(said) == 1
-    assert f"test_html_report.py:{violation['site']['line']}" in "".join(page.text)
+    assert f"test_html_report.py:{site['line']}" in "".join(page.text)
     # the rows highlighted are those of the names it is about (c), not of a word of its message ("with a value")
     assert violation["names"] == ["c"] and "a" not in [text.strip() for text in page.rows.get("violation", [])]
 
@@ -409,7 +412,7 @@ def test_a_folder_written_again_holds_only_the_new_runs_pages_and_the_users_file
     _links_resolve(folder)
 
 
-def pass_runs_of(document: dict[str, Any]) -> list[dict[str, Any]]:
+def pass_runs_of(document: AuditDocument) -> list[PassRun]:
     return list(document["pass_runs"])
 
 
@@ -457,7 +460,7 @@ def test_a_violation_of_a_pass_that_ran_twice_says_its_run_is_not_recorded(tmp_p
     document = audit_document(None, [pass_run("fusion", BASE), pass_run("fusion", BASE)])
     entry = {"pass": "fusion", "error": "NameClashError", "action": "warn", "message": "t0 is taken while naming",
              "fix": "rename it", "site": None, "names": ["t0"]}
-    document["violations"] = [entry, dict(entry)]  # found twice, the same: listed once
+    document["violations"] = cast("list[Violation]", [entry, dict(entry)])  # found twice, the same: listed once
     folder = write_html(document, tmp_path / "html").parent
     overview = "".join(Page(folder / "index.html").text)
     assert overview.count("t0 is taken while naming") == 1 and "(2 times)" in overview

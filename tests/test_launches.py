@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from multirank_docs import BASE, audit_document, pass_run
 
+from safe_tracectx.auditlog.document_types import AuditDocument, CombinedDocument
 from safe_tracectx.auditlog.combine import combine, member_document
 from safe_tracectx.auditlog.launches import MixedLaunchError
 from safe_tracectx.cli import main
 from safe_tracectx.exitcodes import ExitStatus
 
 
-def _rank(rank: int, world_size: int, *, run_id: str | None = "r1", host: str = "node", started: float | None = 100.0) -> dict[str, Any]:
+def _rank(rank: int, world_size: int, *, run_id: str | None = "r1", host: str = "node", started: float | None = 100.0) -> AuditDocument:
     document = audit_document(rank, [pass_run("trace", BASE)], world_size=world_size)
     document["rank"]["host"] = host
     if run_id is not None:
@@ -28,7 +29,7 @@ def _rank(rank: int, world_size: int, *, run_id: str | None = "r1", host: str = 
     return document
 
 
-def _combine(*documents: dict[str, Any]) -> dict[str, Any]:
+def _combine(*documents: AuditDocument) -> CombinedDocument:
     return combine([member_document(d, f"f{i}.json") for i, d in enumerate(documents)])
 
 

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
+from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, DataFileError, validate
+from safe_tracectx.auditlog.log import AuditLog
 from safe_tracectx.cli import main
 from safe_tracectx.exitcodes import ExitStatus
+from safe_tracectx.report.html import write_html
+from safe_tracectx.report.pytest_document import render_pytest
+from safe_tracectx.report.ranks import render_combined
+from safe_tracectx.report.text import render_text
 
 TESTS = """
 import warnings
@@ -95,3 +102,83 @@ def test_report_calls_an_audit_without_a_version_damaged(tmp_path: Path, capsys:
     (tmp_path / "a.json").write_text('{"schema": "safe-tracectx/audit"}')
     assert main(["report", str(tmp_path / "a.json")]) == 2
     assert "is a damaged safe-tracectx data file: version None" in capsys.readouterr().err
+
+
+def _combined(version: object = 1) -> dict[str, object]:
+    return {"schema": "safe-tracectx/combined", "version": version, "world_size": None, "events": "all",
+            "members": [], "divergences": []}
+
+
+def _pytest_report(version: object = 2) -> dict[str, object]:
+    return {"schema": "safe-tracectx/pytest", "version": version, "mode": "audit", "tests": {}}
+
+
+def _write_html_into(folder: Path) -> Callable[[Mapping[str, object]], object]:
+    return lambda document: write_html(document, folder)
+
+
+ENTRY_POINTS: list[tuple[str, Callable[[Mapping[str, object]], object], Callable[..., dict[str, object]]]] = [
+    ("render_text()", render_text, _audit),
+    ("render_combined()", render_combined, _combined),
+    ("render_pytest()", render_pytest, _pytest_report),
+]
+
+
+@pytest.mark.parametrize(("name", "render", "document"), ENTRY_POINTS + [("write_html()", write_html, _audit)],
+                         ids=lambda value: value if isinstance(value, str) else "")
+def test_a_report_called_from_python_says_an_old_or_newer_document_is_so_and_what_to_do(
+    tmp_path: Path, name: str, render: Callable[..., object], document: Callable[..., dict[str, object]]
+) -> None:
+    args = (tmp_path / "html",) if render is write_html else ()
+    version = document()["version"]
+    assert isinstance(version, int)
+    with pytest.raises(DataFileError) as older:
+        render(document(version - 1), *args)
+    assert str(older.value).startswith(f"the document given to {name} was written by an older safe-tracectx")
+    assert "write it again with this safe-tracectx" in str(older.value) and "damaged" not in str(older.value)
+    with pytest.raises(DataFileError) as newer:
+        render(document(version + 1), *args)
+    assert "was written by a newer safe-tracectx" in str(newer.value) and "upgrade safe-tracectx" in str(newer.value)
+    assert not (tmp_path / "html").exists()  # refused before anything is written
+    render(document(), *args)  # the version it reads: no error
+
+
+@pytest.mark.parametrize("render", [render_text, render_combined, render_pytest, _write_html_into(Path("unused"))])
+def test_a_report_called_from_python_refuses_a_foreign_document_saying_what_writes_one(
+    render: Callable[[Mapping[str, object]], object]
+) -> None:
+    foreigners: list[object] = [{"counts": {}, "violations": []}, {"schema": "coverage", "version": 7}, ["a", "list"]]
+    for foreign in foreigners:
+        with pytest.raises(DataFileError, match=r"^the document given to \w+\(\) is not a safe-tracectx data file "
+                                                r"\(AuditLog.to_dict\(\) makes one, run --json FILE"):
+            render(foreign)  # type: ignore[arg-type]  # what a caller may pass all the same
+
+
+def test_a_report_given_a_document_of_another_schema_names_the_one_that_reads_it() -> None:
+    with pytest.raises(DataFileError) as error:
+        render_text(_combined())
+    assert str(error.value) == ("the document given to render_text() is a combined file, not a safe-tracectx data "
+                                "file: give it to safe_tracectx.report.ranks.render_combined")
+    with pytest.raises(DataFileError, match="is a safe-tracectx pytest report, not a safe-tracectx data file or "
+                                            "combined file: give it to safe_tracectx.report.pytest_document.render_pytest"):
+        write_html(_pytest_report(), "unused")
+
+
+def test_a_damaged_audit_is_named_so_from_python_and_by_combine_not_a_key_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged = {key: value for key, value in _audit().items() if key != "counts"}
+    with pytest.raises(DataFileError, match=r"^the document given to render_text\(\) is a damaged safe-tracectx data "
+                                            r"file: 'counts' is missing or not a dict$"):
+        render_text(damaged)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "damaged.json").write_text(json.dumps(damaged))
+    assert main(["combine", "damaged.json", "-o", "out.json"]) == ExitStatus.USAGE_ERROR
+    assert "damaged.json is a damaged safe-tracectx data file: 'counts' is missing or not a dict" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_live_audit_log_document_is_what_the_reader_reads_back() -> None:
+    document = AuditLog().to_dict()
+    assert validate(document, "live", (AUDIT_SCHEMA,)) is document
+    assert validate(json.loads(json.dumps(document)), "saved", (AUDIT_SCHEMA,)) == document

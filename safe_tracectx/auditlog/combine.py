@@ -27,13 +27,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from safe_tracectx.auditlog.document_types import AuditDocument, CombinedDocument, Divergence, FingerprintRow, Member, PassRun, RunKey
 from safe_tracectx.auditlog.documents import (
     COMBINED_SCHEMA,
     COMBINED_VERSION,
     PYTEST_SCHEMA,
     DataFileError,
+    Document,
+    keyed_runs,
+    member_document,
     pass_runs,
     per_test_audits,
+    rank_number,
+    rank_of,
     read_document,
 )
 
@@ -50,14 +56,6 @@ __all__ = [
     "pass_runs",
     "paused_gc",
 ]
-
-def member_document(document: dict[str, Any], source: str) -> dict[str, Any]:
-    """A combined document's member: the audit document and where it came from (named by its rank, or test, if any)."""
-    rank = document.get("rank")
-    number = rank.get("rank") if isinstance(rank, dict) else None
-    name = f"rank {number}" if isinstance(number, int) else str(document.get("test") or Path(source).name)
-    return {"name": name, "source": source, "audit": document}
-
 
 @contextlib.contextmanager
 def paused_gc(*, freeze: bool = False) -> Iterator[None]:
@@ -77,13 +75,7 @@ def paused_gc(*, freeze: bool = False) -> Iterator[None]:
             gc.enable()
 
 
-def _rank_number(member: dict[str, Any]) -> int | None:
-    rank = member["audit"].get("rank")
-    number = rank.get("rank") if isinstance(rank, dict) else None
-    return number if isinstance(number, int) else None
-
-
-def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> list[dict[str, Any]]:
+def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> list[Member]:
     """The members of every file (``-``: standard input): an audit document is one, a combined document brings
     its own, a pytest report one per test.
 
@@ -91,38 +83,32 @@ def load_members(paths: Iterable[str | Path], *, all_events: bool = True) -> lis
     from every member but rank 0 (or, with no ranks, the first file): counts,
     passes, pass runs, call sites and violations stay; memory stays about one data file's events.
     """
-    members: list[dict[str, Any]] = []
+    members: list[Member] = []
     with paused_gc():
         for path in paths:
             _load_one(Path(path), members, all_events)
     return members
 
 
-def members_of(document: dict[str, Any], source: str) -> list[dict[str, Any]]:
-    """The members a document brings: itself (an audit), its own (a combined one), one per test (a pytest report)."""
+def members_of(document: Document, source: str) -> list[Member]:
+    """The members a (validated) document brings: itself (an audit), its own (a combined one), one per test (a
+    pytest report)."""
     if document["schema"] == COMBINED_SCHEMA:
-        found = document.get("members")
-        if not isinstance(found, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("audit"), dict) and isinstance(m.get("name"), str)
-            and isinstance(m.get("source"), str)
-            for m in found
-        ):
-            raise DataFileError(f"{source} is a damaged combined file: 'members' must list {{name, source, audit}} entries")
-        return found
+        return document["members"]
     if document["schema"] == PYTEST_SCHEMA:
         return [member_document(audit, source) for audit in per_test_audits(document, source)]
     return [member_document(document, source)]
 
 
-def _load_one(path: Path, members: list[dict[str, Any]], all_events: bool) -> None:
+def _load_one(path: Path, members: list[Member], all_events: bool) -> None:
     for member in members_of(read_document(path), str(path)):
-        number = _rank_number(member)
+        number = rank_number(member["audit"])
         if not all_events and (number > 0 if number is not None else bool(members)):
             member["audit"]["events"] = []
         members.append(member)
 
 
-def _unique_names(members: list[dict[str, Any]]) -> None:
+def _unique_names(members: list[Member]) -> None:
     seen: dict[str, int] = {}
     for member in members:
         seen[member["name"]] = seen.get(member["name"], 0) + 1
@@ -131,20 +117,9 @@ def _unique_names(members: list[dict[str, Any]]) -> None:
             member["name"] = f"{name} (run {number}, {Path(member['source']).name})"
 
 
-def _sort_key(member: dict[str, Any]) -> tuple[int, str]:
-    number = _rank_number(member)
+def _sort_key(member: Member) -> tuple[int, str]:
+    number = rank_number(member["audit"])
     return (number if number is not None else 1 << 30, member["source"])
-
-
-def _occurrences(runs: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """Each run keyed by (label, how many runs with that label came before it)."""
-    seen: dict[str, int] = {}
-    keyed: dict[tuple[str, int], dict[str, Any]] = {}
-    for run in runs:
-        label = str(run.get("label"))
-        keyed[(label, seen.get(label, 0))] = run
-        seen[label] = seen.get(label, 0) + 1
-    return keyed
 
 
 def _first_difference(prints: Sequence[list[list[Any]]]) -> int | None:
@@ -159,26 +134,39 @@ def _first_difference(prints: Sequence[list[list[Any]]]) -> int | None:
     return None
 
 
-def find_divergences(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _divergence(key: RunKey, carried: bool, trace: int | None, index: int | None, had: dict[str, FingerprintRow | None],
+                differs: list[str] | None, message: str, fix: str) -> Divergence:
+    """One divergence (``differs`` None: a pass that did not run on every member)."""
+    found: Divergence = {
+        "error": "RankDivergence", "check": "rank_divergence", "action": "report", "pass": key[0], "occurrence": key[1],
+        "site": None, "thread": None, "carried": carried, "trace": trace, "index": index, "had": had,
+        "differs": differs or [], "message": message, "fix": fix,
+    }
+    if differs is None:
+        del found["differs"]
+    return found
+
+
+def find_divergences(members: list[Member]) -> list[Divergence]:
     """Violations where members ran a pass a different number of times, or built different output traces."""
     if len(members) < 2:
         return []
-    keyed = [_occurrences(pass_runs(m["audit"])) for m in members]
+    keyed = [dict(keyed_runs(pass_runs(m["audit"]))) for m in members]
     names = [m["name"] for m in members]
-    order: dict[tuple[str, int], None] = {}
+    order: dict[RunKey, None] = {}
     for runs in keyed:
         order.update(dict.fromkeys(runs))
-    found: list[dict[str, Any]] = []
+    found: list[Divergence] = []
     diverged = False
     for label, occurrence in order:
         runs_here = [runs.get((label, occurrence)) for runs in keyed]
-        base = {"error": "RankDivergence", "check": "rank_divergence", "action": "report", "pass": label,
-                "occurrence": occurrence, "site": None, "thread": None, "carried": diverged}
+        carried = diverged  # by an earlier pass run, not by another output trace of this one
         if any(run is None for run in runs_here):
             missing = [name for name, run in zip(names, runs_here) if run is None]
-            found.append({**base, "trace": None, "index": None, "had": {name: None for name in missing},
-                          "message": f"pass {label!r} (run {occurrence + 1}) ran on some ranks but not on {', '.join(missing)}",
-                          "fix": "a pass that runs on one rank only: look for rank-dependent configuration or branches"})
+            found.append(_divergence(
+                (label, occurrence), carried, None, None, {name: None for name in missing}, None,
+                f"pass {label!r} (run {occurrence + 1}) ran on some ranks but not on {', '.join(missing)}",
+                "a pass that runs on one rank only: look for rank-dependent configuration or branches"))
             diverged = True
             continue
         prints = [run.get("fingerprints") or [] for run in runs_here if run is not None]
@@ -190,16 +178,17 @@ def find_divergences(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
             had = {name: (t[index] if index < len(t) else None) for name, t in zip(names, traces)}
             described = "; ".join(f"{name}: {_describe(row)}" for name, row in had.items())
             differs = _differs(list(had.values()))
-            found.append({**base, "trace": trace_index, "index": index, "had": had, "differs": differs,
-                          "message": f"ranks diverge in pass {label!r} (run {occurrence + 1}), output trace "
-                                     f"{trace_index}, at bound symbol {index} ({', '.join(differs)}): {described}",
-                          "fix": "the ranks built different traces: look for a branch on the rank, or on data or "
-                                 "shapes that differ by rank, before this symbol"})
+            found.append(_divergence(
+                (label, occurrence), carried, trace_index, index, had, differs,
+                f"ranks diverge in pass {label!r} (run {occurrence + 1}), output trace "
+                f"{trace_index}, at bound symbol {index} ({', '.join(differs)}): {described}",
+                "the ranks built different traces: look for a branch on the rank, or on data or "
+                "shapes that differ by rank, before this symbol"))
             diverged = True
     return found
 
 
-def carried_runs(divergences: list[dict[str, Any]]) -> list[str]:
+def carried_runs(divergences: list[Divergence]) -> list[str]:
     """The pass runs that only carry on an earlier divergence, each once: ``label (run N)`` (a run can differ in
     several of its output traces)."""
     return list(dict.fromkeys(f"{d['pass']} (run {d['occurrence'] + 1})" for d in divergences if d.get("carried")))
@@ -224,7 +213,7 @@ def _describe(row: list[Any] | None) -> str:
     return f"{name} -> {', '.join(parts) or '()'}"
 
 
-def combine(members: list[dict[str, Any]], *, all_events: bool = True) -> dict[str, Any]:
+def combine(members: list[Member], *, all_events: bool = True) -> CombinedDocument:
     """The combined document: members sorted by rank, then source; and the divergences among them.
 
     Without ``all_events`` only the first member keeps its ``events`` (the HTML
@@ -240,7 +229,7 @@ def combine(members: list[dict[str, Any]], *, all_events: bool = True) -> dict[s
         for member in members[1:]:
             member["audit"]["events"] = []
     _unique_names(members)
-    world_sizes = {m["audit"]["rank"].get("world_size") for m in members if isinstance(m["audit"].get("rank"), dict)}
+    world_sizes = {rank.get("world_size") for m in members if (rank := rank_of(m["audit"])) is not None}
     return {
         "schema": COMBINED_SCHEMA,
         "version": COMBINED_VERSION,

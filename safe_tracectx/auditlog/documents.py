@@ -1,8 +1,10 @@
-"""The saved documents: each schema's name and version, the one reader of a saved file, and what every report reads.
+"""The saved documents' one owner: each schema's name and version, their reader and validation, and what every
+report reads of them (the types are in ``document_types``).
 
 Three schemas (docs/audit-schema.md, docs/multi-rank.md): a run's audit, a combined
 file, and the pytest plugin's per-test report. ``read_document`` reads any of them
-from a file or from standard input (``-``) and applies the version rules::
+from a file or from standard input (``-``); ``validate`` checks one already in memory
+(every report's entry point calls it), with the version rules::
 
     >>> from safe_tracectx.auditlog.documents import version_problem
     >>> version_problem({"schema": "safe-tracectx/audit", "version": 3})  # doctest: +ELLIPSIS
@@ -15,23 +17,43 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, cast, overload
+
+from safe_tracectx.auditlog.document_types import (
+    AuditDocument,
+    CombinedDocument,
+    Member,
+    PassRun,
+    PytestDocument,
+    Rank,
+    RunKey,
+    Site,
+)
 
 __all__ = [
     "AUDIT_SCHEMA",
     "AUDIT_VERSION",
     "COMBINED_SCHEMA",
     "COMBINED_VERSION",
+    "OUTSIDE_PASSES",
     "PYTEST_SCHEMA",
     "PYTEST_VERSION",
     "STDIN",
     "DataFileError",
+    "Document",
+    "keyed_runs",
+    "member_document",
     "pass_runs",
-    "read_document",
     "per_test_audits",
+    "rank_number",
+    "rank_of",
+    "read_document",
+    "site_text",
+    "validate",
     "version_problem",
+    "write_document",
 ]
 
 AUDIT_SCHEMA: Final = "safe-tracectx/audit"
@@ -40,19 +62,34 @@ COMBINED_SCHEMA: Final = "safe-tracectx/combined"
 COMBINED_VERSION: Final = 1
 PYTEST_SCHEMA: Final = "safe-tracectx/pytest"
 PYTEST_VERSION: Final = 2
+Schema = Literal["safe-tracectx/audit", "safe-tracectx/combined", "safe-tracectx/pytest"]
 #: The version this safe-tracectx reads and writes of each schema, and what messages call a file of it.
-VERSIONS: Final = {AUDIT_SCHEMA: AUDIT_VERSION, COMBINED_SCHEMA: COMBINED_VERSION, PYTEST_SCHEMA: PYTEST_VERSION}
-NOUNS: Final = {AUDIT_SCHEMA: "safe-tracectx data file", COMBINED_SCHEMA: "combined file",
-                PYTEST_SCHEMA: "safe-tracectx pytest report"}
+VERSIONS: Final[dict[str, int]] = {AUDIT_SCHEMA: AUDIT_VERSION, COMBINED_SCHEMA: COMBINED_VERSION, PYTEST_SCHEMA: PYTEST_VERSION}
+NOUNS: Final[dict[str, str]] = {AUDIT_SCHEMA: "safe-tracectx data file", COMBINED_SCHEMA: "combined file",
+                                PYTEST_SCHEMA: "safe-tracectx pytest report"}
+#: What reads a document of each schema from Python (named when a report is given a document of another schema).
+READERS: Final[dict[str, str]] = {
+    AUDIT_SCHEMA: "safe_tracectx.report.text.render_text", COMBINED_SCHEMA: "safe_tracectx.report.ranks.render_combined",
+    PYTEST_SCHEMA: "safe_tracectx.report.pytest_document.render_pytest",
+}
 #: The path that means standard input (as ``lint -`` reads it).
 STDIN: Final = "-"
+#: The pass label of proxies made outside every audited pass.
+OUTSIDE_PASSES: Final = "(outside remat passes)"
+
+Document = AuditDocument | CombinedDocument | PytestDocument
+#: The keys an audit document's report reads, and their types.
+_AUDIT_BODY: Final[dict[str, type]] = {
+    "counts": dict, "dropped": int, "passes": dict, "proxies_by_pass": dict, "call_sites": list, "leaked_sets": list,
+    "violations": list,
+}
 
 
 class DataFileError(ValueError):
     """A file that is not a safe-tracectx document, one of another version, or one that cannot be read."""
 
 
-def version_problem(document: dict[str, Any]) -> str | None:
+def version_problem(document: Mapping[str, Any]) -> str | None:
     """Why this safe-tracectx cannot read a document of a known schema at its version (None: it can)."""
     schema = str(document.get("schema"))
     known = VERSIONS[schema]
@@ -68,7 +105,64 @@ def version_problem(document: dict[str, Any]) -> str | None:
     return None
 
 
-def read_document(path: str | Path) -> dict[str, Any]:
+def _body_problem(document: Mapping[str, Any]) -> str | None:
+    """What is wrong with the body of a document of a known schema and version (None: its reports can read it)."""
+    if document["schema"] == AUDIT_SCHEMA:
+        for key, kind in _AUDIT_BODY.items():
+            if not isinstance(document.get(key), kind):
+                return f"{key!r} is missing or not a {kind.__name__}"
+        if not all(isinstance(value, int) for value in document["counts"].values()):
+            return "'counts' holds something other than integers"
+    elif document["schema"] == COMBINED_SCHEMA:
+        found = document.get("members")
+        if not isinstance(found, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("audit"), dict) and isinstance(m.get("name"), str)
+            and isinstance(m.get("source"), str)
+            for m in found
+        ):
+            return "'members' must list {name, source, audit} entries"
+    else:
+        tests = document.get("tests")
+        if not isinstance(tests, dict) or not all(isinstance(test, dict) for test in tests.values()):
+            return "'tests' must map node ids to summaries"
+    return None
+
+
+@overload
+def validate(document: object, source: str, schemas: tuple[Literal["safe-tracectx/audit"]]) -> AuditDocument: ...
+@overload
+def validate(document: object, source: str, schemas: tuple[Literal["safe-tracectx/combined"]]) -> CombinedDocument: ...
+@overload
+def validate(document: object, source: str, schemas: tuple[Literal["safe-tracectx/pytest"]]) -> PytestDocument: ...
+@overload
+def validate(
+    document: object, source: str, schemas: tuple[Literal["safe-tracectx/audit"], Literal["safe-tracectx/combined"]]
+) -> AuditDocument | CombinedDocument: ...
+@overload
+def validate(document: object, source: str, schemas: tuple[Schema, ...] = ...) -> Document: ...
+def validate(document: object, source: str, schemas: tuple[Schema, ...] = (AUDIT_SCHEMA, COMBINED_SCHEMA, PYTEST_SCHEMA)) -> Document:
+    """``document`` as the typed document it is, checked: one of ``schemas`` at the version this safe-tracectx reads,
+    with the keys its reports read. ``source`` (a path, or what was given the document) names it in the
+    :class:`DataFileError` that says what is wrong and what to do."""
+    if not isinstance(document, dict) or document.get("schema") not in VERSIONS:
+        raise DataFileError(
+            f"{source} is not a safe-tracectx data file (AuditLog.to_dict() makes one, run --json FILE or --data-file "
+            "FILE writes one, pytest --safe-tracectx-report FILE the plugin's)"
+        )
+    problem = version_problem(document)
+    if problem is not None:
+        raise DataFileError(f"{source} {problem}")
+    schema = document["schema"]
+    if schema not in schemas:
+        wanted = " or ".join(NOUNS[s] for s in schemas)
+        raise DataFileError(f"{source} is a {NOUNS[schema]}, not a {wanted}: give it to {READERS[schema]}")
+    problem = _body_problem(document)
+    if problem is not None:
+        raise DataFileError(f"{source} is a damaged {NOUNS[schema]}: {problem}")
+    return cast(Document, document)
+
+
+def read_document(path: str | Path) -> Document:
     """The document in ``path`` (``-``: standard input), of a known schema at the version this safe-tracectx reads."""
     if str(path) == STDIN and sys.stdin is None:
         raise DataFileError("cannot read -: standard input is closed")
@@ -77,30 +171,65 @@ def read_document(path: str | Path) -> dict[str, Any]:
         document = json.loads(text)
     except (OSError, UnicodeError, ValueError) as error:
         raise DataFileError(f"cannot read {path}: {error}") from error
-    if not isinstance(document, dict) or document.get("schema") not in VERSIONS:
-        raise DataFileError(
-            f"{path} is not a safe-tracectx data file (run --json FILE or --data-file FILE writes one, "
-            "pytest --safe-tracectx-report FILE the plugin's)"
-        )
-    problem = version_problem(document)
-    if problem is not None:
-        raise DataFileError(f"{path} {problem}")
-    return document
+    return validate(document, str(path))
 
 
-def pass_runs(document: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The audit's ``pass_runs``; else the ``jit_traces`` that ``run`` derives from Thunder's kept traces."""
-    runs = document.get("pass_runs") or document.get("jit_traces") or []
-    return [run for run in runs if isinstance(run, dict)]
+def write_document(document: Document, path: str | Path, *, compact: bool = False) -> None:
+    """The document as JSON at ``path``: indented, or ``compact`` (data files: a third smaller, faster to combine)."""
+    text = json.dumps(document, default=str, **({"separators": (",", ":")} if compact else {"indent": 2}))
+    Path(path).write_text(text + "\n", encoding="utf-8")
 
 
-def per_test_audits(document: dict[str, Any], path: str | Path) -> list[dict[str, Any]]:
+def per_test_audits(document: PytestDocument, path: str | Path) -> list[AuditDocument]:
     """A pytest report's tests, in its order, each as an audit document: its summary's keys and ``test`` (the node id).
 
     A test's summary has what the plugin keeps (counts, passes, violations, sets never reset, traceless
     proxies), not the call sites or pass runs of a run's audit.
     """
-    tests = document.get("tests")
-    if not isinstance(tests, dict) or not all(isinstance(test, dict) for test in tests.values()):
-        raise DataFileError(f"{path} is a damaged {NOUNS[PYTEST_SCHEMA]}: 'tests' must map node ids to summaries")
-    return [{"schema": AUDIT_SCHEMA, "version": AUDIT_VERSION, "test": str(nodeid), **test} for nodeid, test in tests.items()]
+    problem = _body_problem(document)
+    if problem is not None:
+        raise DataFileError(f"{path} is a damaged {NOUNS[PYTEST_SCHEMA]}: {problem}")
+    return [cast(AuditDocument, {"schema": AUDIT_SCHEMA, "version": AUDIT_VERSION, "test": str(nodeid), **test})
+            for nodeid, test in document["tests"].items()]
+
+
+def pass_runs(document: AuditDocument) -> list[PassRun]:
+    """The audit's ``pass_runs``; else the ``jit_traces`` that ``run`` derives from Thunder's kept traces."""
+    runs = document.get("pass_runs") or document.get("jit_traces") or []
+    return [run for run in runs if isinstance(run, dict)]
+
+
+def keyed_runs(runs: Iterable[PassRun]) -> list[tuple[RunKey, PassRun]]:
+    """Each run with its key: (label, how many runs with that label came before it), as ranks are compared."""
+    seen: dict[str, int] = {}
+    keyed: list[tuple[RunKey, PassRun]] = []
+    for run in runs:
+        label = str(run.get("label"))
+        keyed.append(((label, seen.get(label, 0)), run))
+        seen[label] = seen.get(label, 0) + 1
+    return keyed
+
+
+def rank_of(document: AuditDocument) -> Rank | None:
+    """The ``rank`` object of a rank's data file (None: not written under a launch)."""
+    rank = document.get("rank")
+    return rank if isinstance(rank, dict) else None
+
+
+def rank_number(document: AuditDocument) -> int | None:
+    """The global rank that wrote the document (None: none did)."""
+    rank = rank_of(document)
+    number = None if rank is None else rank.get("rank")
+    return number if isinstance(number, int) else None
+
+
+def site_text(site: Site | None) -> str:
+    """``path:line in function`` of a document's site."""
+    return "(unknown)" if not site else f"{site.get('file')}:{site.get('line')} in {site.get('function')}"
+
+
+def member_document(document: AuditDocument, source: str) -> Member:
+    """A combined document's member: the audit document and where it came from (named by its rank, or test, if any)."""
+    number = rank_number(document)
+    name = f"rank {number}" if number is not None else str(document.get("test") or Path(source).name)
+    return {"name": name, "source": source, "audit": document}

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
+from safe_tracectx.auditlog.document_types import Fingerprint, PassRun
 from safe_tracectx.traces.fingerprint import fingerprint as trace_fingerprint
 
 __all__ = ["JitRecorder", "jit_trace_runs", "trace_fingerprint"]
@@ -32,13 +33,13 @@ def _provenance(trace: Any) -> tuple[str, float]:
     return _TOOK.sub("", text).strip() or "(unnamed pass)", (int(took.group(1)) / 1000 if took else 0.0)
 
 
-def _runs_of(traces: list[Any], role: str, function: str, numbers: Iterator[int]) -> list[dict[str, Any]]:
+def _runs_of(traces: list[Any], role: str, function: str, numbers: Iterator[int]) -> list[PassRun]:
     """Thunder keeps each trace made from the one before it: that one is its input (the first forward trace is
     made from the Python function; the first backward's input, the joint trace, is not kept)."""
-    runs: list[dict[str, Any]] = []
+    runs: list[PassRun] = []
     previous_id: int | None = None
     previous: set[str] = set()
-    previous_print: list[list[Any]] | None = None
+    previous_print: Fingerprint | None = None
     for trace in traces:
         label, seconds = _provenance(trace)
         fingerprint = trace_fingerprint(trace)
@@ -68,11 +69,11 @@ def _runs_of(traces: list[Any], role: str, function: str, numbers: Iterator[int]
     return runs
 
 
-def jit_trace_runs(functions: list[Any]) -> list[dict[str, Any]]:
+def jit_trace_runs(functions: list[Any]) -> list[PassRun]:
     """Pass-run-shaped entries for the traces Thunder kept of each jitted function (forward, then backward)."""
     import thunder
 
-    runs: list[dict[str, Any]] = []
+    runs: list[PassRun] = []
     numbers = itertools.count(1)
     for function in functions:
         name = getattr(function, "__qualname__", None) or type(function).__qualname__
@@ -116,6 +117,6 @@ class JitRecorder:
 
         thunder.jit = self._original
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[PassRun]:
         """``jit_trace_runs`` of the recorded functions."""
         return jit_trace_runs(self.functions)

@@ -18,9 +18,11 @@ started at different times (stale files of an earlier job in the same folder)::
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
-from safe_tracectx.auditlog.documents import DataFileError
+from safe_tracectx.auditlog.document_types import Member
+from safe_tracectx.auditlog.documents import DataFileError, rank_of
 
 __all__ = ["FIX", "MixedLaunchError", "launch_problem"]
 
@@ -34,10 +36,11 @@ class MixedLaunchError(DataFileError):
     """Data files of different launches given to one combine."""
 
 
-def _identity(member: dict[str, Any]) -> dict[str, Any]:
-    rank: dict[str, Any] = member["audit"]["rank"]
+def _identity(member: Member) -> dict[str, Any]:
+    rank = rank_of(member["audit"])
+    assert rank is not None  # only ranked members are told apart
     given = rank.get("launch")
-    launch: dict[str, Any] = given if isinstance(given, dict) else {}
+    launch: Mapping[str, Any] = given if isinstance(given, dict) else {}
     identity = {"world_size": rank.get("world_size"), **{key: launch.get(key) for key, _ in _FIELDS[1:]}}
     return identity | {"host": rank.get("host"), "started": launch.get("started")}
 
@@ -46,14 +49,14 @@ def _started(seconds: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds)) if isinstance(seconds, (int, float)) else "?"
 
 
-def _groups(members: list[dict[str, Any]], keys: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+def _groups(members: list[Member], keys: list[str]) -> dict[tuple[Any, ...], list[Member]]:
+    groups: dict[tuple[Any, ...], list[Member]] = {}
     for member in members:
         groups.setdefault(tuple(_identity(member)[key] for key in keys), []).append(member)
     return groups
 
 
-def _describe(groups: dict[tuple[Any, ...], list[dict[str, Any]]], keys: list[str], why: str) -> str:
+def _describe(groups: dict[tuple[Any, ...], list[Member]], keys: list[str], why: str) -> str:
     names = dict(_FIELDS) | {"host": "host", "started": "launcher started"}
     parts = []
     for values, group in groups.items():
@@ -62,9 +65,9 @@ def _describe(groups: dict[tuple[Any, ...], list[dict[str, Any]]], keys: list[st
     return f"the data files are of {len(groups)} launches ({why}): " + "; ".join(parts)
 
 
-def launch_problem(members: list[dict[str, Any]]) -> str | None:
+def launch_problem(members: list[Member]) -> str | None:
     """Which members are of which launch, when they are of several (None: one launch, or no ranks to tell)."""
-    ranked = [m for m in members if isinstance(m["audit"].get("rank"), dict)]
+    ranked = [m for m in members if rank_of(m["audit"]) is not None]
     identities = [_identity(m) for m in ranked]
     known = [key for key, _ in _FIELDS if identities and all(i[key] is not None for i in identities)]
     groups = _groups(ranked, known)

@@ -22,19 +22,20 @@ import json
 import os
 import threading
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from safe_tracectx._support import events
 from safe_tracectx._support.callsite import CallSite, SiteKey, display_path
 from safe_tracectx._support.events import Event
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import KINDS, PASSES, phase_label
+from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, PassStats, Phase, Site
 from safe_tracectx.auditlog.documents import AUDIT_SCHEMA as JSON_SCHEMA
 from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
+from safe_tracectx.auditlog.documents import OUTSIDE_PASSES as OTHER
 
 __all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
 
-OTHER: Final = "(outside remat passes)"
 #: Sub-phases (proxies reported under a label of their own inside a pass, by the function that made them or
 #: by a function hooked as a phase) -> the kind of their pass.
 _SUB_PHASES: Final = {
@@ -50,10 +51,6 @@ PASS_RUN_KEYS: Final = (
 )
 
 
-def _site_text(site: CallSite | None) -> str:
-    return "(unknown)" if site is None else f"{site.location()} in {site.function}"
-
-
 def _relative(text: str) -> str:
     """A message with paths under the current folder made relative to it (as every report shows paths)."""
     try:
@@ -63,7 +60,7 @@ def _relative(text: str) -> str:
     return text.replace(here, "")
 
 
-def _site_json(site: CallSite | None) -> dict[str, Any] | None:
+def _site_json(site: CallSite | None) -> Site | None:
     return None if site is None else {"file": display_path(site.filename), "line": site.lineno, "function": site.function}
 
 
@@ -296,20 +293,20 @@ class AuditLog:
 
         return render_text(self.to_dict(events=False), top=top)
 
-    def to_dict(self, *, events: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, events: bool = True) -> AuditDocument:
         """The JSON document (schema ``safe-tracectx/audit``, version 2) as a dict."""
+        passes = {name: cast(PassStats, {**stats, "proxies": self.proxies_by_pass.get(name, 0)})
+                  for name, stats in sorted(self.passes.items())}
         return {
             "schema": JSON_SCHEMA,
             "version": JSON_VERSION,
             "counts": dict(sorted(self.counts.items())),
             "kept": len(self._proxy_names) + len(self._kept_events),
             "dropped": self.dropped,
-            "passes": {
-                name: {**stats, "proxies": self.proxies_by_pass.get(name, 0)} for name, stats in sorted(self.passes.items())
-            },
+            "passes": passes,
             "proxies_by_pass": dict(sorted(self.proxies_by_pass.items())),
-            "pass_runs": list(self.pass_runs),
-            "phases": self.phases(),
+            "pass_runs": cast("list[PassRun]", list(self.pass_runs)),  # each holds PASS_RUN_KEYS
+            "phases": cast("list[Phase]", self.phases()),
             "call_sites": [
                 {"site": _site_json(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()
             ],

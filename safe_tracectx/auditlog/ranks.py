@@ -24,7 +24,10 @@ import dataclasses
 import os
 import socket
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final, cast
+
+if TYPE_CHECKING:
+    from safe_tracectx.auditlog.document_types import AuditDocument, Rank
 
 __all__ = [
     "DATA_FILE_PATTERN",
@@ -66,9 +69,9 @@ class RankInfo:
     host: str
     launch: Launch = Launch()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Rank:
         """The ``"rank"`` object of a data file."""
-        return dataclasses.asdict(self)
+        return cast("Rank", dataclasses.asdict(self))
 
 
 class RankEnvironmentError(ValueError):
@@ -139,7 +142,7 @@ def default_data_file(info: RankInfo) -> str:
     return f".safe-tracectx.rank{info.rank}.json"
 
 
-def rank_summary(document: Mapping[str, Any], info: RankInfo | None, data_file: str | None) -> str:
+def rank_summary(document: AuditDocument, info: RankInfo | None, data_file: str | None) -> str:
     """One short paragraph per rank, instead of the full report every rank would print."""
     who = "" if info is None else f"rank {info.rank}/{info.world_size} (local {info.local_rank}, {info.host}): "
     counts: Mapping[str, int] = document.get("counts", {})
@@ -149,7 +152,7 @@ def rank_summary(document: Mapping[str, Any], info: RankInfo | None, data_file: 
         f"[safe-tracectx] {who}{counts.get('proxy_created', 0)} proxies, {len(pass_runs(document))} pass runs, "
         f"{len(document.get('violations', []))} violations, {len(document.get('leaked_sets', []))} sets never reset"
     ]
-    children: Mapping[str, Any] | None = document.get("child_processes")
+    children = document.get("child_processes")
     if children is not None:
         audited = children["audited"]
         leaked = sum(len(member["audit"].get("leaked_sets", [])) for member in audited)

@@ -12,11 +12,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from safe_tracectx._support.writable import check_writable
 from safe_tracectx.cli.options import check_folder
 from safe_tracectx.exitcodes import ExitStatus, usage_error
+
+if TYPE_CHECKING:
+    from safe_tracectx.auditlog.documents import Document
 
 __all__ = ["COMBINED_DEFAULT", "add_combine_arguments", "add_report_arguments", "combine_command", "report_command"]
 
@@ -64,9 +67,9 @@ def _data_files(paths: list[str]) -> list[Path]:
 
 def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Merge the data files into one combined document; print what diverged."""
-    from safe_tracectx.cli.outputs import write_document
     from safe_tracectx.auditlog.combine import DataFileError, carried_runs, combine, load_members, paused_gc
-    from safe_tracectx.report.text import plural
+    from safe_tracectx.auditlog.documents import write_document
+    from safe_tracectx.report.sections import plural
 
     files = _data_files(args.paths)
     if not files:
@@ -100,28 +103,7 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     return ExitStatus.OK
 
 
-_REQUIRED: dict[str, type] = {
-    "counts": dict,
-    "dropped": int,
-    "passes": dict,
-    "proxies_by_pass": dict,
-    "call_sites": list,
-    "leaked_sets": list,
-    "violations": list,
-}
-
-
-def _malformed(document: dict[str, Any]) -> str | None:
-    """What is wrong with an audit document's body (None: it can be rendered)."""
-    for key, kind in _REQUIRED.items():
-        if not isinstance(document.get(key), kind):
-            return f"{key!r} is missing or not a {kind.__name__}"
-    if not all(isinstance(value, int) for value in document["counts"].values()):
-        return "'counts' holds something other than integers"
-    return None
-
-
-def _render(document: dict[str, Any], path: str, top: int) -> str:
+def _render(document: Document, path: str, top: int) -> str:
     """The text report of an audit, a combined file (a column per member) or a pytest report (a section per test)."""
     from safe_tracectx.auditlog.documents import COMBINED_SCHEMA, PYTEST_SCHEMA
     from safe_tracectx.report.pytest_document import render_pytest
@@ -139,23 +121,21 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     """A document's report (text, ``--json``, ``--html DIR``): a data file's, per-rank columns for a combined
     file, a section per test for the pytest plugin's report. ``-`` reads standard input."""
     from safe_tracectx.auditlog.combine import combine, members_of
-    from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, NOUNS, PYTEST_SCHEMA, DataFileError, read_document
+    from safe_tracectx.auditlog.documents import NOUNS, PYTEST_SCHEMA, DataFileError, read_document
 
     if args.top < 0:
         return usage_error(parser, "--top must be >= 0")
     if args.html is not None and (problem := check_folder(args.html)) is not None:
         return usage_error(parser, f"--html: {problem}")
     try:
-        document = read_document(args.data_file)
-        members = members_of(document, args.data_file)  # a combined file's members and a pytest report's tests checked
+        document = read_document(args.data_file)  # its version, and the keys its report reads, checked
+        members = members_of(document, args.data_file)
     except DataFileError as error:
         return usage_error(parser, str(error))
-    problem = _malformed(document) if document["schema"] == AUDIT_SCHEMA else None
     try:
         text = _render(document, args.data_file, args.top)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
-        problem = problem or f"cannot render it ({type(error).__name__}: {error})"
-    if problem is not None:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:  # damaged deeper than checked
+        problem = f"cannot render it ({type(error).__name__}: {error})"
         return usage_error(parser, f"{args.data_file} is a damaged {NOUNS[document['schema']]}: {problem}")
     print(json.dumps(document, indent=2) if args.json else text)
     if args.html is not None:

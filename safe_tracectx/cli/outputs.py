@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, TextIO, cast
 
+from safe_tracectx.auditlog.document_types import AuditDocument
+from safe_tracectx.auditlog.documents import write_document
 from safe_tracectx.auditlog.ranks import RankInfo, default_data_file, rank_summary
 
 __all__ = [
@@ -68,12 +70,6 @@ def rank_data_file(path: str | None, info: RankInfo | None) -> str | None:
 def unknown_placeholder(path: str) -> str | None:
     """The first ``{...}`` (or stray brace) of ``path`` that is not ``{rank}``, ``{{`` or ``}}`` (None: there is none)."""
     return next((m.group() for m in _BRACED.finditer(path) if m.group() != PLACEHOLDER and m.group() not in _ESCAPES), None)
-
-
-def write_document(document: dict[str, Any], path: str, *, compact: bool = False) -> None:
-    """The document as JSON at ``path``: indented, or ``compact`` (data files: a third smaller, faster to combine)."""
-    text = json.dumps(document, default=str, **({"separators": (",", ":")} if compact else {"indent": 2}))
-    Path(path).write_text(text + "\n", encoding="utf-8")
 
 
 class ClosedOutputSafe:
@@ -133,7 +129,7 @@ def closed_stdout_safe() -> Iterator[None]:
 
 
 def finish_run(
-    document: dict[str, Any],
+    document: AuditDocument,
     *,
     info: RankInfo | None,
     json_path: str | None,

@@ -12,12 +12,15 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from safe_tracectx.cli.options import add_audit_options, check_outputs, chosen_policy
 from safe_tracectx.cli.program import NoSuchModule, program_frames, resolve_program
 from safe_tracectx.exitcodes import ExitStatus, UsageError, usage_error
 from safe_tracectx.policy import Policy
+
+if TYPE_CHECKING:
+    from safe_tracectx.auditlog.document_types import AuditDocument
 
 __all__ = ["add_arguments", "run_audited", "run_command"]
 
@@ -119,7 +122,8 @@ def run_audited(
     document = log.to_dict()
     with log.stopped():
         document["jit_traces"] = recorder.runs()
-    document.update(children.collect())
+    if (found := children.collect()) is not None:
+        document["child_processes"] = found
     finish_run(
         document, info=info, json_path=json_path, data_file=data_file, html_dir=html_dir, top=top, stream=stream
     )
@@ -128,10 +132,10 @@ def run_audited(
     return status
 
 
-def _child_violations(document: dict[str, Any]) -> int:
+def _child_violations(document: AuditDocument) -> int:
     """Violations (a set never reset is one) of the audited child processes."""
-    children = document.get("child_processes", {})
-    return sum(len(member["audit"].get("violations", [])) for member in children.get("audited", []))
+    children = document.get("child_processes")
+    return 0 if children is None else sum(len(member["audit"].get("violations", [])) for member in children["audited"])
 
 
 def run_command(args: argparse.Namespace, program: list[str], parser: argparse.ArgumentParser) -> int:

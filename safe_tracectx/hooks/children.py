@@ -13,8 +13,8 @@ its own code, still running when the program ended) is counted, not lost::
 
     >>> from safe_tracectx.hooks.children import child_processes
     >>> import tempfile
-    >>> child_processes(tempfile.mkdtemp())  # no child started: nothing to add
-    {}
+    >>> child_processes(tempfile.mkdtemp()) is None  # no child started: nothing to add
+    True
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from multiprocessing import process
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
+from safe_tracectx.auditlog.document_types import AuditDocument, ChildProcesses, ProcessInfo
 from safe_tracectx.policy import Policy
 
 __all__ = ["ChildAuditing", "ChildRequest", "child_processes"]
@@ -111,7 +113,7 @@ class _AuditedChild:
             if inherited.audit_log is not None:
                 inherited.audit_log.stop()
         self.folder = Path(request.folder)
-        self.about = {"pid": os.getpid(), "name": worker.name, "start_method": _start_method(worker)}
+        self.about: ProcessInfo = {"pid": os.getpid(), "name": worker.name, "start_method": _start_method(worker)}
         self.installation = begin("safe-tracectx run (child process)", request.policy, audit=True)
         self.finished = False
         main = threading.current_thread() is threading.main_thread()
@@ -143,7 +145,7 @@ class _AuditedChild:
         except Exception as error:  # noqa: BLE001 - no data written: the parent counts it as not audited
             print(f"safe-tracectx: {self.about['name']} is not audited: {type(error).__name__}: {error}", file=sys.stderr)
             return
-        document = {**log.to_dict(), "process": self.about}
+        document: AuditDocument = {**log.to_dict(), "process": self.about}
         _write(self.folder / f"child-{os.getpid()}.json", json.dumps(document, default=str, separators=(",", ":")))
 
 
@@ -184,25 +186,25 @@ class ChildAuditing:
         else:
             _patch(self._outer)
 
-    def collect(self) -> dict[str, Any]:
-        """The document's ``child_processes`` (no key when no child was started); the folder is removed."""
+    def collect(self) -> ChildProcesses | None:
+        """The document's ``child_processes`` (None when no child was started); the folder is removed."""
         try:
             return child_processes(self.folder)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def child_processes(folder: str) -> dict[str, Any]:
-    """``{"child_processes": {"audited": [members], "not_audited": N}}`` from the folder's files ({} if none)."""
+def child_processes(folder: str) -> ChildProcesses | None:
+    """``{"audited": [members], "not_audited": N}`` from the folder's files (None if no child was started)."""
     from safe_tracectx.auditlog.combine import load_members
 
     path = Path(folder)
     written = sorted(path.glob("child-*.json"), key=lambda p: int(p.stem.removeprefix("child-")))
     started = {p.name.removesuffix(".started") for p in path.glob("child-*.started")}
     if not written and not started:
-        return {}
+        return None
     members = load_members(written)
     for member in members:
-        about = member["audit"].get("process", {})
+        about: Mapping[str, Any] = member["audit"].get("process") or {}
         member["name"] = f"pid {about.get('pid')} {about.get('name')} ({about.get('start_method')})"
-    return {"child_processes": {"audited": members, "not_audited": len(started - {p.stem for p in written})}}
+    return {"audited": members, "not_audited": len(started - {p.stem for p in written})}

@@ -12,11 +12,12 @@ the set/reset balance with the line of every set never reset, and its violations
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from safe_tracectx.auditlog.documents import per_test_audits
-from safe_tracectx.report.text import balance_lines, pass_lines, plural, site_text, violation_lines
+from safe_tracectx.auditlog.document_types import AuditDocument
+from safe_tracectx.auditlog.documents import PYTEST_SCHEMA, per_test_audits, site_text, validate
+from safe_tracectx.report.sections import balance_lines, pass_lines, plural, violation_lines
 
 __all__ = ["render_pytest", "totals_line"]
 
@@ -25,10 +26,10 @@ def _indented(lines: list[str]) -> list[str]:
     return ["  " + line for line in lines]
 
 
-def _test_lines(audit: dict[str, Any]) -> list[str]:
-    counts: dict[str, int] = audit["counts"]
-    violations: list[dict[str, Any]] = audit["violations"]
-    traceless: list[dict[str, Any]] = audit.get("traceless", [])
+def _test_lines(audit: AuditDocument) -> list[str]:
+    counts = audit["counts"]
+    violations = audit["violations"]
+    traceless = audit.get("traceless", [])
     out = ["", audit["test"], f"  proxies {counts.get('proxy_created', 0)}, violations {len(violations)}"]
     if audit["passes"]:
         out += ["  passes:", *_indented(pass_lines(audit["passes"]))]
@@ -40,7 +41,7 @@ def _test_lines(audit: dict[str, Any]) -> list[str]:
     return out + violation_lines(violations)
 
 
-def totals_line(mode: object, tests: Iterable[dict[str, Any]]) -> str:
+def totals_line(mode: object, tests: Iterable[Mapping[str, Any]]) -> str:
     """``mode audit: 3 tests audited, ...``: the plugin's terminal summary and this report say it alike."""
     tests = list(tests)
     flagged = [test for test in tests if test["violations"] or test["leaked_sets"]]
@@ -50,8 +51,10 @@ def totals_line(mode: object, tests: Iterable[dict[str, Any]]) -> str:
             f"{plural(sets, 'trace set')}; {plural(len(flagged), 'test')} with violations")
 
 
-def render_pytest(document: dict[str, Any], *, path: str = "the pytest report") -> str:
-    """The report: totals over the tests, then a section per test in the report's order."""
+def render_pytest(given: Mapping[str, object], *, path: str = "the document given to render_pytest()") -> str:
+    """The report: totals over the tests, then a section per test in the report's order (``path`` names the
+    document in the ``DataFileError`` of one this safe-tracectx cannot read)."""
+    document = validate(given, path, (PYTEST_SCHEMA,))
     audits = per_test_audits(document, path)
     out = ["safe-tracectx pytest report", "===========================", totals_line(document.get("mode"), audits)]
     for audit in audits:

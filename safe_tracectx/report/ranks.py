@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
 
-from safe_tracectx.auditlog.combine import carried_runs, pass_runs
-from safe_tracectx.report.text import child_lines, plural
+from safe_tracectx.auditlog.combine import carried_runs
+from safe_tracectx.auditlog.document_types import AuditDocument
+from safe_tracectx.auditlog.documents import COMBINED_SCHEMA, pass_runs, validate
+from safe_tracectx.report.sections import child_lines, plural
 
 __all__ = ["pass_totals", "render_combined"]
 
@@ -20,7 +22,7 @@ _LABEL = 40
 _COLUMN = 12
 
 
-def pass_totals(document: dict[str, Any]) -> dict[str, tuple[int, int, float]]:
+def pass_totals(document: AuditDocument) -> dict[str, tuple[int, int, float]]:
     """Per pass label: runs, proxies created, seconds (from ``pass_runs``, else the audit's ``passes``)."""
     totals: dict[str, tuple[int, int, float]] = {}
     runs = pass_runs(document)
@@ -43,9 +45,11 @@ def _row(label: str, cells: list[str]) -> str:
     return f"  {_cut(label, _LABEL - 2):<{_LABEL - 2}}" + "".join(f"{_cut(c, _COLUMN - 1):>{_COLUMN}}" for c in cells)
 
 
-def render_combined(combined: dict[str, Any], *, top: int = 15) -> str:
-    """Members side by side (counts, passes), then each rank divergence with what each member had."""
-    members: list[dict[str, Any]] = combined["members"]
+def render_combined(given: Mapping[str, object], *, top: int = 15) -> str:
+    """Members side by side (counts, passes), then each rank divergence with what each member had. A document
+    this safe-tracectx cannot read is a ``DataFileError`` that says why and what to do."""
+    combined = validate(given, "the document given to render_combined()", (COMBINED_SCHEMA,))
+    members = combined["members"]
     audits = [m["audit"] for m in members]
     world = combined.get("world_size")
     out = [
@@ -56,13 +60,14 @@ def render_combined(combined: dict[str, Any], *, top: int = 15) -> str:
     ]
     if world is not None and len(members) != world:
         out.insert(3, f"warning: {len(members)} data files for a world size of {world}")
-    for title, value in (
+    rows: tuple[tuple[str, Callable[[AuditDocument], int]], ...] = (
         ("proxies created", lambda d: d.get("counts", {}).get("proxy_created", 0)),
         ("trace sets", lambda d: d.get("counts", {}).get("trace_set", 0)),
         ("sets never reset", lambda d: len(d.get("leaked_sets", []))),
         ("violations", lambda d: len(d.get("violations", []))),
         ("pass runs", lambda d: len(pass_runs(d)) or sum(s.get("runs", 0) for s in d.get("passes", {}).values())),
-    ):
+    )
+    for title, value in rows:
         out.append(_row(title, [str(value(d)) for d in audits]))
     totals = [pass_totals(d) for d in audits]
     labels = list(dict.fromkeys(label for t in totals for label in t))  # in the order the passes ran
@@ -81,7 +86,7 @@ def render_combined(combined: dict[str, Any], *, top: int = 15) -> str:
         children = member["audit"].get("child_processes")
         if isinstance(children, dict):
             out += child_lines(children, of=f" of {member['name']}")
-    divergences: list[dict[str, Any]] = combined.get("divergences", [])
+    divergences = combined.get("divergences", [])
     out += ["", f"Rank divergence ({len(divergences)})"]
     for divergence in [d for d in divergences if not d.get("carried")]:
         out.append(f"  [{divergence['error']}] {divergence['message']}")

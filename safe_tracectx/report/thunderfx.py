@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, SplitReason, ThunderFXSplit
+
 __all__ = ["thunderfx_lines"]
 
 
-def _graph_name(split: dict[str, Any]) -> str:
+def _graph_name(split: ThunderFXSplit) -> str:
     if split.get("graph") is None:
         return "FX graph split outside a ThunderCompiler"
     return f"FX graph {split['graph']} of ThunderCompiler {split.get('backend')}"
 
 
-def _reason_text(reason: dict[str, Any]) -> str:
+def _reason_text(reason: SplitReason) -> str:
     text = f"{reason.get('type')}: {reason.get('info') or '(no detail)'}"
     exception = str(reason.get("exception") or "").strip()
     if exception:
@@ -29,9 +31,9 @@ def _reason_text(reason: dict[str, Any]) -> str:
     return text
 
 
-def _groups(runs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[tuple[int, str]]]]:
+def _groups(runs: list[PassRun]) -> list[tuple[ThunderFXSplit, list[tuple[int, str]]]]:
     """(the split of an FX graph, [(compilation number, Thunder module it compiled)]) per FX graph, in order."""
-    groups: dict[tuple[Any, ...], tuple[dict[str, Any], list[tuple[int, str]]]] = {}
+    groups: dict[tuple[Any, ...], tuple[ThunderFXSplit, list[tuple[int, str]]]] = {}
     compilation = 0
     for run in runs:
         if run.get("kind") == "tracing":
@@ -41,12 +43,12 @@ def _groups(runs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[tuple
             continue
         key = (split.get("backend"), split.get("graph"), tuple(split.get("modules") or ()))
         _, compiled = groups.setdefault(key, (split, []))
-        if split.get("split") is not None and run.get("kind") == "tracing":
-            compiled.append((compilation, split["split"]))
+        if (module := split.get("split")) is not None and run.get("kind") == "tracing":
+            compiled.append((compilation, module))
     return list(groups.values())
 
 
-def thunderfx_lines(document: dict[str, Any]) -> list[str]:
+def thunderfx_lines(document: AuditDocument) -> list[str]:
     """The report's ThunderFX section (no lines when nothing ran under ``torch.compile`` with Thunder)."""
     groups = _groups(document.get("pass_runs") or [])
     if not groups:

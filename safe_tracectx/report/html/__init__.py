@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, COMBINED_SCHEMA, validate
 from safe_tracectx.report.html.model import build
 from safe_tracectx.report.html.overview import render_index, render_sites
 from safe_tracectx.report.html.owned_files import ReportFolderError, check_writable, owned, record_owned, remove_stale, write_file
@@ -25,10 +26,11 @@ from safe_tracectx.report.html.traces import render_pass
 __all__ = ["ReportFolderError", "write_html"]
 
 
-def write_html(document: dict[str, Any], folder: str | Path) -> Path:
+def write_html(given: Mapping[str, object], folder: str | Path) -> Path:
     """Write the report's files into ``folder`` (created if needed); the path of ``index.html``. A folder holding
     a file of the user's under a name the report writes is refused (``ReportFolderError``) before anything is
-    written."""
+    written; a document this safe-tracectx cannot read is a ``DataFileError`` that says why and what to do."""
+    document = validate(given, "the document given to write_html()", (AUDIT_SCHEMA, COMBINED_SCHEMA))
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     report = build(document)

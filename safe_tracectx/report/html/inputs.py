@@ -18,17 +18,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["Given", "inputs_of"]
+from safe_tracectx.auditlog.document_types import Fingerprint, PassRun
 
-Row = list[Any]
+__all__ = ["Given", "inputs_of"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Given:
     """One trace a run was given: its fingerprint (None: not recorded) and the run that returned it (None: none did)."""
 
-    fingerprint: list[Row] | None
-    producer: dict[str, Any] | None
+    fingerprint: Fingerprint | None
+    producer: PassRun | None
 
 
 def _number(value: Any) -> int | None:
@@ -38,16 +38,16 @@ def _number(value: Any) -> int | None:
         return None
 
 
-def inputs_of(runs: list[dict[str, Any]]) -> dict[int, list[Given] | None]:
+def inputs_of(runs: list[PassRun]) -> dict[int, list[Given] | None]:
     """Per run (by ``id``): the traces it was given, in order; None when the data file does not say."""
-    states: dict[int, list[Row]] = {}
-    producers: dict[int, dict[str, Any]] = {}
+    states: dict[int, Fingerprint] = {}
+    producers: dict[int, PassRun] = {}
     for run in runs:
         for number, fingerprint in zip(run.get("output_ids") or [], run.get("fingerprints") or []):
             if (key := _number(number)) is not None:
                 states[key], producers[key] = fingerprint, run
-        for number, fingerprint in (run.get("input_fingerprints") or {}).items():
-            if (key := _number(number)) is not None:
+        for text, fingerprint in (run.get("input_fingerprints") or {}).items():
+            if (key := _number(text)) is not None:
                 states.setdefault(key, fingerprint)
     found: dict[int, list[Given] | None] = {}
     for run in runs:

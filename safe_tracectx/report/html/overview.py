@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from safe_tracectx.auditlog.document_types import Site
+from safe_tracectx.auditlog.documents import pass_runs, rank_of, site_text
 from safe_tracectx.report.html.model import Listed, Report
-from safe_tracectx.report.html.page import esc, page, site_label, table
-from safe_tracectx.report.text import child_lines, plural, site_text
+from safe_tracectx.report.html.page import esc, page, table
+from safe_tracectx.report.sections import child_lines, plural
 
 __all__ = ["NAV", "render_index", "render_sites", "violation_html"]
 
@@ -23,7 +26,7 @@ def _members_table(report: Report) -> str:
     rows = []
     for position, member in enumerate(report.members):
         audit = member["audit"]
-        rank = audit.get("rank") if isinstance(audit.get("rank"), dict) else {}
+        rank: Mapping[str, Any] = rank_of(audit) or {}
         violations = sum(1 for v in report.violations if v.member == position)
         badge = f'<span class="badge {"bad" if violations else "ok"}">{violations}</span>'
         rows.append(
@@ -33,7 +36,7 @@ def _members_table(report: Report) -> str:
                 f"<td>{esc(rank.get('host', ''))}</td>",
                 _num(rank.get("world_size", "")),
                 _num(audit.get("counts", {}).get("proxy_created", 0)),
-                _num(len(audit.get("pass_runs") or audit.get("jit_traces") or [])),
+                _num(len(pass_runs(audit))),
                 _num(len(audit.get("leaked_sets", []))),
                 f"<td>{badge}</td>",
             ]
@@ -134,7 +137,7 @@ def _child_processes(report: Report) -> str:
     return "".join(parts)
 
 
-def _source_line(site: dict[str, Any]) -> str:
+def _source_line(site: Site) -> str:
     path, line = str(site.get("file")), site.get("line")
     try:
         if isinstance(line, int) and os.path.isfile(path) and os.path.getsize(path) < 2_000_000:
@@ -147,7 +150,7 @@ def _source_line(site: dict[str, Any]) -> str:
     return ""
 
 
-def _file_link(site: dict[str, Any], label: str) -> str:
+def _file_link(site: Site, label: str) -> str:
     """``label`` linked to the site's file (a ``file:`` URI, every special character encoded), if it names one."""
     name = str(site.get("file"))
     if name.startswith("<"):  # <stdin>, <string>: no file to open
@@ -159,7 +162,7 @@ def render_sites(report: Report) -> str:
     """``sites.html``: every proxy-creating call site a pass page links to, with its source line when readable."""
     rows = []
     for index, site in enumerate(report.sites):
-        label = f"<code>{esc(site_label(site))}</code>"
+        label = f"<code>{esc(site_text(site))}</code>"
         rows.append(
             [
                 f'<td id="site-{index}" class="num">{index}</td>',

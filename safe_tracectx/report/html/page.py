@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
-__all__ = ["STYLE", "esc", "page", "site_label", "table"]
+__all__ = ["STYLE", "esc", "page", "table"]
 
 STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d232b; background: #fafbfc; }
@@ -35,11 +35,6 @@ tr.violation td { background: #ffe1e1; } tr.diverges td { background: #ffe9b8; }
 def esc(value: Any) -> str:
     """``html.escape`` of ``str(value)`` (quotes too): every name, path and message from a trace or a file."""
     return html.escape(str(value), quote=True)
-
-
-def site_label(site: dict[str, Any] | None) -> str:
-    """``file:line in function`` (not escaped)."""
-    return "(unknown)" if not site else f"{site.get('file')}:{site.get('line')} in {site.get('function')}"
 
 
 def table(headers: list[str], rows: list[list[str]], *, classes: list[str] | None = None, css: str = "") -> str:

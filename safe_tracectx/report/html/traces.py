@@ -8,7 +8,8 @@ from typing import Any
 
 from safe_tracectx.report.html.model import Given, Report
 from safe_tracectx.report.html.overview import NAV, violation_html
-from safe_tracectx.report.html.page import esc, page, site_label, table
+from safe_tracectx.auditlog.documents import site_text
+from safe_tracectx.report.html.page import esc, page, table
 
 __all__ = ["render_pass"]
 
@@ -30,7 +31,7 @@ def _output(report: Report, member: int, label: str, name: str, new: bool, shape
     site = creators.get((label, name), creators.get(("", name)))
     if site is None:
         return f'<span class="new" title="created by this pass">{esc(name)}</span>{extra}'
-    where = site_label(report.sites[site])
+    where = site_text(report.sites[site])
     return f'<a class="new" href="sites.html#site-{site}" title="created at {esc(where)}">{esc(name)}</a>{extra}'
 
 
@@ -99,7 +100,8 @@ def _divergence_view(report: Report, key: tuple[str, int]) -> tuple[str, dict[tu
         reference = next(i for i, run in enumerate(runs) if run is not None)
 
         def rows_of(position: int) -> list[Row]:
-            prints = (runs[position] or {}).get("fingerprints") or []
+            run = runs[position]
+            prints = (run.get("fingerprints") or []) if run is not None else []
             return list(prints[trace_index]) if trace_index < len(prints) else []
 
         base = rows_of(reference)

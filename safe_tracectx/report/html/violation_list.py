@@ -16,11 +16,14 @@ again (the same pass, error, message and site) is counted, not repeated::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
+
+from safe_tracectx.auditlog.document_types import PassRun, RunKey, Site, Violation
 
 __all__ = ["Listed", "listed"]
 
-Key = tuple[str, int]
+Key = RunKey
 
 
 @dataclasses.dataclass
@@ -34,7 +37,7 @@ class Listed:
     error: str | None = None
     action: str | None = None
     fix: str | None = None
-    site: dict[str, Any] | None = None
+    site: Site | None = None
     #: The proxy names it is about (the audit's ``names``): the rows a pass page highlights.
     names: list[str] = dataclasses.field(default_factory=list)
     #: True when the pass ran more than once and the data file does not say in which run it was found.
@@ -48,14 +51,14 @@ def _said(text: str) -> str:
     return rest if rest and " " not in kind else text
 
 
-def listed(runs: list[list[dict[str, Any]]], keys: list[list[Key]], entries: list[list[dict[str, Any]]]) -> list[Listed]:
+def listed(runs: list[list[PassRun]], keys: list[list[Key]], entries: list[list[Violation]]) -> list[Listed]:
     """The violations of each member (its runs, their pass keys, its audit's ``violations``), each once."""
     found: list[Listed] = []
     for member, (member_runs, member_keys, member_entries) in enumerate(zip(runs, keys, entries, strict=True)):
         unclaimed = [(key, text) for run, key in zip(member_runs, member_keys) for text in run.get("violations") or []]
         seen: dict[tuple[Any, ...], Listed] = {}
         for entry in member_entries:
-            site = entry.get("site") or {}
+            site: Mapping[str, Any] = entry.get("site") or {}
             same = (entry.get("pass"), entry.get("error"), entry.get("message"), site.get("file"), site.get("line"))
             if same in seen:
                 seen[same].count += 1
