@@ -28,22 +28,15 @@ from safe_tracectx._support import events
 from safe_tracectx._support.callsite import CallSite, SiteKey, display_path
 from safe_tracectx._support.events import Event
 from safe_tracectx._support.labels import describe_trace
-from safe_tracectx._support.pass_catalog import KINDS, PASSES, phase_label
+from safe_tracectx._support.pass_catalog import PASSES, phase_label
 from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, PassStats, Phase, Site
 from safe_tracectx.auditlog.documents import AUDIT_SCHEMA as JSON_SCHEMA
 from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
 from safe_tracectx.auditlog.documents import OUTSIDE_PASSES as OTHER
+from safe_tracectx.auditlog.phases import phases
 
 __all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
 
-#: Sub-phases (proxies reported under a label of their own inside a pass, by the function that made them or
-#: by a function hooked as a phase) -> the kind of their pass.
-_SUB_PHASES: Final = {
-    **{label: spec.kind for spec in PASSES for _, label in spec.phases},
-    **{spec.label: spec.kind for spec in PASSES if spec.hook == "phase"},
-}
-#: Sub-phases whose work is all on one side of the pair.
-_SUB_PHASE_ROLES: Final = {"backward recompute": "backward"}
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
 PASS_RUN_KEYS: Final = (
     "label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints", "thunderfx",
@@ -260,32 +253,8 @@ class AuditLog:
         return [(site, pass_name, n) for (site, pass_name), n in self.proxies_by_site.most_common()]
 
     def phases(self) -> list[dict[str, Any]]:
-        """The work by phase (tracing, each Transform, autodiff, split, each executor's fusion pass, remat, ...).
-
-        One entry per pass label or sub-phase, in the order of :data:`~safe_tracectx._support.pass_catalog.KINDS`, the
-        rest last: ``label``, ``kind``, ``runs``, ``seconds``, ``proxies`` (made while it was the innermost
-        pass), ``by_role`` (its runs' proxies per role: ``forward``, ``backward``, ``none``).
-        """
-        table: dict[str, dict[str, Any]] = {}
-        for run in self.pass_runs:
-            entry = table.setdefault(
-                run["label"],
-                {"label": run["label"], "kind": run["kind"], "runs": 0, "seconds": 0.0, "proxies": 0,
-                 "by_role": {"forward": 0, "backward": 0, "none": 0}},
-            )
-            entry["runs"] += 1
-            entry["seconds"] += run["seconds"] or 0.0
-            entry["by_role"][run["role"] or "none"] += run["proxies"] or 0
-        for label, count in self.proxies_by_pass.items():
-            entry = table.setdefault(
-                label, {"label": label, "kind": _SUB_PHASES.get(label, "other"), "runs": 0, "seconds": 0.0,
-                        "proxies": 0, "by_role": {"forward": 0, "backward": 0, "none": 0}},
-            )
-            entry["proxies"] = count
-            if label in _SUB_PHASE_ROLES:
-                entry["by_role"][_SUB_PHASE_ROLES[label]] = count
-        order = {kind: index for index, kind in enumerate(KINDS)}
-        return sorted(table.values(), key=lambda e: (order.get(e["kind"], len(order)), e["label"]))
+        """The work by phase (:func:`safe_tracectx.auditlog.phases.phases`)."""
+        return phases(self.pass_runs, self.proxies_by_pass)
 
     def report(self, *, top: int = 15) -> str:
         """A text report that fits a terminal and is stable enough to diff (``report.render_text``)."""

@@ -24,22 +24,17 @@ from thunder.core import codeutils
 from thunder.core.prims import OpTags, PrimIDs
 from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
-import thunder.core.symbol as _symbol
 from thunder.core.symbol import default_python_printer
 
+from safe_tracectx.traces import joint
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 
-__all__ = ["Program", "signature_names", "updates_in_place"]
+__all__ = ["Program", "signature_names"]
 
 _RETURN: Final = PrimIDs.RETURN
-#: ``BoundSymbolTag.BACKWARD`` (a Thunder without bound-symbol tags has none).
-_BACKWARD_TAG: Final = getattr(getattr(_symbol, "BoundSymbolTag", None), "BACKWARD", None)
 _DEL: Final = PrimIDs.DEL
 _UNPACK_SEQUENCE: Final = PrimIDs.UNPACK_SEQUENCE
 _KEEP: Final = frozenset({OpTags.DONT_DCE})
-_COPY: Final = PrimIDs.COPY_
-#: ``OpTags.IN_PLACE`` (a Thunder without it tags no symbol in place).
-_IN_PLACE: Final = getattr(OpTags, "IN_PLACE", None)
 
 
 def _signature(trace: Any) -> Any:
@@ -211,109 +206,21 @@ class Program:
             return None
         return [list(part) for part in parts]
 
-    def forward_needs_cotangents(self) -> list[tuple[str, int, int]]:
-        """In a joint trace (the grad transform's, whose return holds ``fw_flat_out``): the cotangents the forward
-        would read once split, each as (name, index of the reader, index of its ``get_grad``).
+    def is_joint(self) -> bool:
+        """A joint forward-backward trace (:func:`safe_tracectx.traces.joint.is_joint`)."""
+        return joint.is_joint(self.trace)
 
-        As Thunder's ``split_into_forward_and_backward`` (:meth:`_split`): ``get_grad`` gives cotangents, which only
-        the backward receives.
-        """
-        if not self.is_joint():
-            return []
-        bsyms = self.trace.bound_symbols
-        forward, cotangents, _ = self._split(bsyms[-1].args[0])
-        found: list[tuple[str, int, int]] = []
-        for index in reversed(forward):
-            for proxy in proxy_args(bsyms[index]):
-                source = cotangents.get(proxy.name)
-                if source is not None and source < index and all(f[0] != proxy.name for f in found):
-                    found.append((proxy.name, index, source))
-        return found
+    def forward_needs_cotangents(self) -> list[tuple[str, int, int]]:
+        """The cotangents the forward of a joint trace would read once split (:mod:`safe_tracectx.traces.joint`)."""
+        return joint.forward_needs_cotangents(self.trace)
 
     def stale_after_in_place(self) -> list[tuple[str, int]]:
-        """In a joint trace (the grad transform's, whose return holds ``fw_flat_out``, or ``grad_flat_args`` before
-        Thunder #2147): each tensor the forward reads or returns after an in-place symbol updated it, where the
-        forward needs none of that symbol's outputs, as (the tensor's name, index of the in-place symbol).
-
-        The split (:meth:`_split`) puts in the forward only what computes a value the forward needs, and a
-        ``copy_`` into one: such an in-place symbol goes to the backward, and the forward reads the value from
-        before the update. Thunder's ``insert_alias_updates`` makes every later reader read the in-place symbol's
-        output, so a joint trace built after it never has one.
-        """
-        bsyms = self.trace.bound_symbols
-        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
-            return []
-        info = bsyms[-1].args[0]
-        if not isinstance(info, dict) or not ("fw_flat_out" in info or "grad_flat_args" in info):
-            return []
-        return self._split(info)[2]
-
-    def _split(self, info: dict[str, Any]) -> tuple[list[int], dict[str, int], list[tuple[str, int]]]:
-        """Thunder's ``split_into_forward_and_backward`` of this joint trace, whose return holds ``info``: (the
-        indices of the forward's symbols, last first; each cotangent's name with the index of its ``get_grad``;
-        the stale values of :meth:`stale_after_in_place`).
-
-        Walking back from the return, a symbol belongs to the forward if it outputs a name the forward needs (its
-        outputs, its inputs, and what their producers read), or is an ``unpack_trivial``, or a ``copy_`` into a
-        forward name; everything else goes to the backward.
-        """
-        bsyms = self.trace.bound_symbols
-        outputs = info.get("fw_flat_out", info.get("output"))
-        flat, _ = tree_flatten((outputs, info.get("flat_args", ())))  # type: ignore[no-untyped-call]
-        needed = {p.name for p in flat if isinstance(p, Proxy)}
-        cotangents: dict[str, int] = {}
-        forward: list[int] = []
-        stale: list[tuple[str, int]] = []
-        for index in range(len(bsyms) - 2, -1, -1):
-            bsym = bsyms[index]
-            name = getattr(bsym.sym, "name", "")
-            if name == "get_grad":
-                cotangents.update((p.name, index) for p in proxy_outs(bsym))
-                continue
-            reads = [p.name for p in proxy_args(bsym)]
-            if name == "unpack_trivial" or any(p.name in needed for p in proxy_outs(bsym)):
-                forward.append(index)
-                needed.update(reads)
-                needed.update(p.name for p in proxy_outs(bsym))
-            elif name == "copy_" and len(bsym.args) > 1 and getattr(bsym.args[1], "name", None) in needed:
-                forward.append(index)
-                needed.update(reads)
-            elif reads and reads[0] in needed and updates_in_place(bsym):
-                stale.append((reads[0], index))  # the forward reads reads[0] later, or returns it
-        return forward, cotangents, stale
+        """The tensors the forward of a joint trace reads after an update it leaves to the backward."""
+        return joint.stale_after_in_place(self.trace)
 
     def untagged_backward(self) -> list[tuple[str, int]]:
-        """In a joint trace whose backward symbols carry ``BoundSymbolTag.BACKWARD``: each symbol that computes from
-        a cotangent without that tag, as (the cotangent, index of the symbol). A fusion pass groups such a symbol
-        with the forward (``data_dependent_partition`` reads the tag), and the forward then reads the cotangent.
-        Fusion regions (which carry no tags of their own) and the return are not counted."""
-        if not self.is_joint():
-            return []
-        bsyms = self.trace.bound_symbols
-        backward_tag = _BACKWARD_TAG
-        if backward_tag is None or not any(backward_tag in (getattr(b, "tags", None) or ()) for b in bsyms):
-            return []
-        root: dict[str, str] = {}  # a name computed from a cotangent -> that cotangent
-        found: list[tuple[str, int]] = []
-        for index, bsym in enumerate(bsyms[:-1]):
-            if getattr(bsym.sym, "name", "") == "get_grad":
-                root.update((p.name, p.name) for p in proxy_outs(bsym))
-                continue
-            source = next((root[p.name] for p in proxy_args(bsym) if p.name in root), None)
-            if source is None:
-                continue
-            root.update((p.name, source) for p in proxy_outs(bsym) if p.name not in root)
-            if backward_tag not in (getattr(bsym, "tags", None) or ()) and not getattr(bsym.sym, "is_fusion", False):
-                found.append((source, index))
-        return found
-
-    def is_joint(self) -> bool:
-        """A joint forward-backward trace: the grad transform's, whose return holds ``fw_flat_out``."""
-        bsyms = self.trace.bound_symbols
-        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
-            return False
-        info = bsyms[-1].args[0]
-        return isinstance(info, dict) and "fw_flat_out" in info
+        """The symbols computing from a cotangent without the BACKWARD tag, in a joint trace."""
+        return joint.untagged_backward(self.trace)
 
     def flat_inputs(self) -> list[Any] | None:
         """The flat inputs a forward trace returns for its backward to differentiate (``'flat_args'``)."""
@@ -353,16 +260,6 @@ class Program:
             inner = by_input.get(collection.name) if isinstance(collection, Proxy) else None
             parts.append(None if inner is None else list(_as_list(inner.output)))
         return parts
-
-
-def updates_in_place(bsym: Any) -> bool:
-    """Whether ``bsym`` updates its first tensor argument in place, as Thunder reads it
-    (``thunder.core.update_aliases._is_inplace_op``): its symbol is tagged IN_PLACE, or its last subsymbol is
-    ``prims.copy_``."""
-    if _IN_PLACE is not None and _IN_PLACE in (getattr(bsym.sym, "tags", None) or ()):
-        return True
-    subsymbols: Any = getattr(bsym, "subsymbols", None)
-    return bool(subsymbols) and getattr(subsymbols[-1].sym, "id", None) == _COPY
 
 
 def _produces(bsym: Any) -> list[Proxy]:
