@@ -52,7 +52,12 @@ def _imports(module: str) -> set[str]:
 
 
 def test_no_import_cycle_among_the_packages_modules() -> None:
-    graph = {module: _imports(module) for module in MODULES if module != "safe_tracectx"}
+    # the documented upward edges (UPWARD, below) are imports at call time, never at import time
+    graph = {
+        module: {target for target in _imports(module) if (module, _package(target)) not in UPWARD}
+        for module in MODULES
+        if module != "safe_tracectx"
+    }
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
 

@@ -8,9 +8,15 @@
 - ``launches``: whether documents come from one launch;
 - ``jit_traces``: the traces of each ``thunder.jit`` compile, for the reports.
 
-The package imports none of them (the text report, which ``AuditLog.report()`` reaches, reads ``documents``)::
+The package re-exports ``AuditLog`` (its path before the log moved into ``log``)::
 
-    >>> from safe_tracectx.auditlog.log import AuditLog
+    >>> from safe_tracectx.auditlog import AuditLog
     >>> AuditLog().to_dict()["schema"]
     'safe-tracectx/audit'
 """
+
+from __future__ import annotations
+
+from safe_tracectx.auditlog.log import AuditLog
+
+__all__ = ["AuditLog"]
