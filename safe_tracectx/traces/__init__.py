@@ -2,6 +2,7 @@
 
 - ``bound_proxies``: the proxies a bound symbol reads and writes;
 - ``program``: a trace as the program Thunder will generate (names, definitions, uses);
+- ``joint``: a joint forward-backward trace as Thunder's split reads it;
 - ``checks``: the trace checks (``check_trace``, ``trace_findings``);
 - ``handover``: the forward/backward saved-for-backward hand-over;
 - ``generated_code``: whether a trace's Python compiles and calls only what it defines;
