@@ -14,3 +14,29 @@ The package imports none of them (the text report, which ``AuditLog.report()`` r
     >>> AuditLog().to_dict()["schema"]
     'safe-tracectx/audit'
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+#: What the module ``safe_tracectx.auditlog`` held before it became this package, and each name's module now:
+#: re-exported for the 0.2 release (with a DeprecationWarning), then removed.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"], "safe_tracectx.auditlog.log"),
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        module = _MOVED.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"{__name__}.{name} moved to {module}.{name}; import it from there (from {module} import {name})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module), name)

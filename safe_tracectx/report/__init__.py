@@ -6,3 +6,33 @@
 - ``pytest_document``: the pytest plugin's report, one section per test;
 - ``html``: the HTML report, a page per pass run.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+#: What the module ``safe_tracectx.report`` held before it became this package, and each name's module now:
+#: re-exported for the 0.2 release (with a DeprecationWarning), then removed.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(["render_text"], "safe_tracectx.report.text"),
+    **dict.fromkeys(
+        ["balance_lines", "child_lines", "pass_lines", "plural", "violation_lines"], "safe_tracectx.report.sections"
+    ),
+    **dict.fromkeys(["site_text"], "safe_tracectx.auditlog.documents"),
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        module = _MOVED.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"{__name__}.{name} moved to {module}.{name}; import it from there (from {module} import {name})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module), name)
