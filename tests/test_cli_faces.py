@@ -233,4 +233,4 @@ def test_an_exit_status_alias_of_before_is_findings_with_a_deprecation_warning(o
         status = getattr(ExitStatus, old)
     assert status is ExitStatus.FINDINGS and old not in ExitStatus.__members__
     with pytest.raises(AttributeError, match="'ExitStatus' has no attribute 'NOPE'"):
-        ExitStatus.NOPE  # type: ignore[attr-defined]  # noqa: B018
+        ExitStatus.NOPE  # noqa: B018
