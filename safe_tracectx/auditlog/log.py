@@ -145,17 +145,18 @@ class AuditLog:
         self, site: SiteKey | None, thread: str, trace: object, pass_name: str | None, name: str, via: str | None
     ) -> None:
         """Count a proxy made (``events.proxy_created``) and keep it unless ``max_events`` is reached."""
+        self.counts["proxy_created"] += 1
+        self._proxy_counts[(site, pass_name)] += 1
         max_events = self.max_events
-        # Made before the lock is taken (a foreign trace's repr is code of its own).
+        if max_events is not None and len(self._proxy_names) + len(self._kept_events) >= max_events:
+            self.dropped += 1
+            return
         context = (site, thread, None if trace is None else id(trace), describe_trace(trace), pass_name, via)
         # Under the lock: a proxy's name and the index of its context are two appends, which another thread's
-        # proxy must not come between (it would pair this name with that thread's context), and the bound is a
-        # test and an append.
+        # proxy must not come between (it would pair this name with that thread's context).
         with self._lock:
-            self.counts["proxy_created"] += 1
-            self._proxy_counts[(site, pass_name)] += 1
             if max_events is not None and len(self._proxy_names) + len(self._kept_events) >= max_events:
-                self.dropped += 1
+                self.dropped += 1  # another thread kept the last one meanwhile
                 return
             index = self._contexts.get(context)
             if index is None:
