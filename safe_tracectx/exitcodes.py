@@ -19,13 +19,35 @@ from __future__ import annotations
 import argparse
 import enum
 import sys
-from typing import NoReturn
+from typing import Any, Final, NoReturn
 
 __all__ = ["ArgumentParser", "ExitStatus", "UsageError", "usage_error"]
 
 
+#: The aliases of FINDINGS before ExitStatus had one member per status: still read for the 0.2 release (with a
+#: DeprecationWarning), then removed.
+_RENAMED: Final = {"VIOLATIONS": "FINDINGS", "SWEEP_FINDINGS": "FINDINGS"}
+
+
+class _Statuses(enum.EnumType):
+    """ExitStatus's metaclass: a renamed status is read as the one it became, with a DeprecationWarning."""
+
+    def __getattr__(cls, name: str) -> Any:
+        new = _RENAMED.get(name)
+        if new is None:
+            raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}")
+        import warnings
+
+        warnings.warn(
+            f"ExitStatus.{name} is ExitStatus.{new} (one member per status): use ExitStatus.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return cls[new]
+
+
 @enum.unique  # each status one member: an alias would hide the name it repeats
-class ExitStatus(enum.IntEnum):
+class ExitStatus(enum.IntEnum, metaclass=_Statuses):
     """What a ``safe-tracectx`` command exits with (``run`` keeps the program's own status)."""
 
     #: Nothing found; or the program's own status 0.

@@ -213,3 +213,31 @@ def test_the_recorded_action_is_what_was_done_with_the_violation() -> None:
     with AuditLog() as log:
         act(UnbalancedContextError("exited twice", fix="exit once"), policy=STRICT, in_flight=KeyboardInterrupt())
     assert [v.detail["action"] for v in log.violations] == ["a note on the KeyboardInterrupt"]
+
+
+def test_a_proxy_keeps_its_own_thread_and_trace_when_another_thread_records_between() -> None:
+    """A kept proxy is a name and the index of its context: another thread's proxy recorded between the two
+    must not pair this proxy's name with that thread's context."""
+    from safe_tracectx._support import events
+
+    log = AuditLog()
+    mine, theirs = TraceCtx(), TraceCtx()
+
+    class Interleaved(list[str]):
+        """The names list: while the first name is kept, another thread records a proxy (waiting at most 1 s)."""
+
+        def append(self, name: str) -> None:
+            if name == "mine":
+                other = threading.Thread(target=events.proxy_created, args=(theirs, "theirs"), name="other")
+                other.start()
+                other.join(timeout=1.0)
+            super().append(name)
+
+    log._proxy_names = Interleaved()
+    with log:
+        events.proxy_created(mine, "mine")
+        for thread in threading.enumerate():
+            if thread.name == "other":
+                thread.join()
+    kept = {e.detail["name"]: (e.thread, e.trace_id) for e in log.events}
+    assert kept == {"mine": ("MainThread", id(mine)), "theirs": ("other", id(theirs))}

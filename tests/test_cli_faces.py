@@ -225,3 +225,12 @@ def test_every_usage_error_takes_one_path(capsys: pytest.CaptureFixture[str]) ->
     assert lint_main(["--format", "xml"]) == ExitStatus.USAGE_ERROR
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("usage: safe-tracectx lint") and lines[-1].startswith(cases[0][1])
+
+
+@pytest.mark.parametrize("old", ["VIOLATIONS", "SWEEP_FINDINGS"])
+def test_an_exit_status_alias_of_before_is_findings_with_a_deprecation_warning(old: str) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"ExitStatus\.{old} is ExitStatus\.FINDINGS"):
+        status = getattr(ExitStatus, old)
+    assert status is ExitStatus.FINDINGS and old not in ExitStatus.__members__
+    with pytest.raises(AttributeError, match="'ExitStatus' has no attribute 'NOPE'"):
+        ExitStatus.NOPE  # noqa: B018

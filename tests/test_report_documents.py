@@ -182,3 +182,28 @@ def test_a_live_audit_log_document_is_what_the_reader_reads_back() -> None:
     document = AuditLog().to_dict()
     assert validate(document, "live", (AUDIT_SCHEMA,)) is document
     assert validate(json.loads(json.dumps(document)), "saved", (AUDIT_SCHEMA,)) == document
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [{"call_sites": [1]}, {"call_sites": [{"site": 3, "pass": "p", "count": 1}]}, {"violations": [{}]},
+     {"leaked_sets": [1]}, {"passes": {"x": 1}}],
+)
+def test_an_audit_damaged_deeper_than_its_keys_is_named_so_from_python_and_by_report_not_a_bare_error(
+    damage: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = {**_audit(), **damage}
+    with pytest.raises(DataFileError, match=r"^the document given to render_text\(\) is a damaged safe-tracectx data "
+                                            r"file: cannot render it \((TypeError|KeyError|AttributeError): "):
+        render_text(document)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "damaged.json").write_text(json.dumps(document))
+    assert main(["report", "damaged.json"]) == ExitStatus.USAGE_ERROR
+    assert "error: damaged.json is a damaged safe-tracectx data file: cannot render it (" in capsys.readouterr().err
+
+
+def test_a_combined_file_whose_member_is_damaged_deeper_than_checked_is_named_so_from_python() -> None:
+    member = {"name": "rank 0", "source": "a.json", "audit": {**_audit(), "passes": {"x": 1}}}
+    with pytest.raises(DataFileError, match=r"^the document given to render_combined\(\) is a damaged combined file: "
+                                            r"cannot render it \((TypeError|AttributeError): "):
+        render_combined({**_combined(), "members": [member]})

@@ -8,15 +8,24 @@
 - ``launches``: whether documents come from one launch;
 - ``jit_traces``: the traces of each ``thunder.jit`` compile, for the reports.
 
-The package re-exports ``AuditLog`` (its path before the log moved into ``log``)::
+The package imports none of them (the text report, which ``AuditLog.report()`` reaches, reads ``documents``)::
 
-    >>> from safe_tracectx.auditlog import AuditLog
+    >>> from safe_tracectx.auditlog.log import AuditLog
     >>> AuditLog().to_dict()["schema"]
     'safe-tracectx/audit'
 """
 
 from __future__ import annotations
 
-from safe_tracectx.auditlog.log import AuditLog
+from typing import TYPE_CHECKING
 
-__all__ = ["AuditLog"]
+from safe_tracectx._support.moved import moved_names
+
+#: What the module ``safe_tracectx.auditlog`` held before it became this package, and each name's module now:
+#: re-exported for the 0.2 release (with a DeprecationWarning), then removed.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"], "safe_tracectx.auditlog.log"),
+}
+
+if not TYPE_CHECKING:
+    __getattr__ = moved_names(__name__, _MOVED)

@@ -40,9 +40,11 @@ __all__ = [
     "OUTSIDE_PASSES",
     "PYTEST_SCHEMA",
     "PYTEST_VERSION",
+    "RENDER_ERRORS",
     "STDIN",
     "DataFileError",
     "Document",
+    "damaged",
     "keyed_runs",
     "member_document",
     "pass_runs",
@@ -87,6 +89,17 @@ _AUDIT_BODY: Final[dict[str, type]] = {
 
 class DataFileError(ValueError):
     """A file that is not a safe-tracectx document, one of another version, or one that cannot be read."""
+
+
+#: What a report runs into in a document damaged deeper than :func:`validate` checks (an entry of a list that is
+#: not a dict, a key missing in one): :func:`damaged` makes it the ``DataFileError`` that names the document.
+RENDER_ERRORS: Final = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def damaged(document: Mapping[str, Any], source: str, error: BaseException) -> DataFileError:
+    """The error for a valid-looking ``document`` (named ``source``) that its report could not read."""
+    noun = NOUNS.get(str(document.get("schema")), "safe-tracectx document")
+    return DataFileError(f"{source} is a damaged {noun}: cannot render it ({type(error).__name__}: {error})")
 
 
 def version_problem(document: Mapping[str, Any]) -> str | None:

@@ -94,7 +94,8 @@ class AuditLog:
         self._proxy_names: list[str] = []
         self._proxy_context: array.array[int] = array.array("Q")
         self._contexts: dict[_ProxyContext, int] = {}
-        self._contexts_lock = threading.Lock()
+        #: Held while a record counts and keeps what it was given (every thread records into the one log).
+        self._lock = threading.Lock()
         self.passes: dict[str, dict[str, Any]] = {}
         #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
         #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.traces.fingerprint``),
@@ -151,12 +152,17 @@ class AuditLog:
             self.dropped += 1
             return
         context = (site, thread, None if trace is None else id(trace), describe_trace(trace), pass_name, via)
-        index = self._contexts.get(context)
-        if index is None:
-            with self._contexts_lock:
-                index = self._contexts.setdefault(context, len(self._contexts))
-        self._proxy_context.append(index)
-        self._proxy_names.append(name)
+        # Under the lock: a proxy's name and the index of its context are two appends, which another thread's
+        # proxy must not come between (it would pair this name with that thread's context).
+        with self._lock:
+            if max_events is not None and len(self._proxy_names) + len(self._kept_events) >= max_events:
+                self.dropped += 1  # another thread kept the last one meanwhile
+                return
+            index = self._contexts.get(context)
+            if index is None:
+                index = self._contexts[context] = len(self._contexts)
+            self._proxy_context.append(index)
+            self._proxy_names.append(name)
 
     def record(self, event: Event) -> None:
         """Count ``event`` and keep it unless ``max_events`` is reached."""
@@ -192,30 +198,33 @@ class AuditLog:
             stats["seconds"] += event.detail.get("seconds", 0.0)
             stats["traces"] += event.detail.get("traces", 0)
             stats["violations"].extend(event.detail.get("violations", []))
-        if self.max_events is None or len(self._proxy_names) + len(self._kept_events) < self.max_events:
-            self._kept_events.append((len(self._proxy_names), event))
-        else:
-            self.dropped += 1
+        with self._lock:
+            if self.max_events is None or len(self._proxy_names) + len(self._kept_events) < self.max_events:
+                self._kept_events.append((len(self._proxy_names), event))
+            else:
+                self.dropped += 1
 
     # ---- views -----------------------------------------------------------------------
 
     @property
     def events(self) -> list[Event]:
         """The kept events, in the order they happened (each kept proxy's Event made now)."""
+        with self._lock:  # a copy: other threads may be recording meanwhile
+            names, context_of = self._proxy_names[:], self._proxy_context[:]
+            kept_events, kept_contexts = self._kept_events[:], list(self._contexts)
         sites: dict[SiteKey, CallSite] = {}
         contexts = [
             (None if site is None else sites.setdefault(site, CallSite(*site)), thread, trace_id, trace, pass_name, via)
-            for site, thread, trace_id, trace, pass_name, via in self._contexts
+            for site, thread, trace_id, trace, pass_name, via in kept_contexts
         ]
-        names, context_of = self._proxy_names, self._proxy_context
         kept: list[Event] = []
         made = 0
-        for before, event in [*self._kept_events, (len(names), None)]:
+        for before, event in [*kept_events, (len(names), None)]:
             for at in range(made, before):
                 site, thread, trace_id, trace, pass_name, via = contexts[context_of[at]]
                 detail: dict[str, Any] = {"name": names[at]} if via is None else {"name": names[at], "via": via}
                 kept.append(Event("proxy_created", site, thread, trace_id, trace, pass_name, detail))
-            made = max(made, before)  # threads racing to keep an event may note the count before the other's
+            made = before
             if event is not None:
                 kept.append(event)
         return kept

@@ -121,7 +121,7 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     """A document's report (text, ``--json``, ``--html DIR``): a data file's, per-rank columns for a combined
     file, a section per test for the pytest plugin's report. ``-`` reads standard input."""
     from safe_tracectx.auditlog.combine import combine, members_of
-    from safe_tracectx.auditlog.documents import NOUNS, PYTEST_SCHEMA, DataFileError, read_document
+    from safe_tracectx.auditlog.documents import PYTEST_SCHEMA, DataFileError, damaged, read_document
 
     if args.top < 0:
         return usage_error(parser, "--top must be >= 0")
@@ -134,9 +134,9 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         return usage_error(parser, str(error))
     try:
         text = _render(document, args.data_file, args.top)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:  # damaged deeper than checked
-        problem = f"cannot render it ({type(error).__name__}: {error})"
-        return usage_error(parser, f"{args.data_file} is a damaged {NOUNS[document['schema']]}: {problem}")
+    except DataFileError as error:  # damaged deeper than checked: named as the file it is
+        cause = error.__cause__
+        return usage_error(parser, str(error) if cause is None else str(damaged(document, args.data_file, cause)))
     print(json.dumps(document, indent=2) if args.json else text)
     if args.html is not None:
         from safe_tracectx.report.html import ReportFolderError, write_html

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from safe_tracectx.auditlog.document_types import AuditDocument
-from safe_tracectx.auditlog.documents import PYTEST_SCHEMA, per_test_audits, site_text, validate
+from safe_tracectx.auditlog.documents import PYTEST_SCHEMA, RENDER_ERRORS, damaged, per_test_audits, site_text, validate
 from safe_tracectx.report.sections import balance_lines, pass_lines, plural, violation_lines
 
 __all__ = ["render_pytest", "totals_line"]
@@ -56,7 +56,10 @@ def render_pytest(given: Mapping[str, object], *, path: str = "the document give
     document in the ``DataFileError`` of one this safe-tracectx cannot read)."""
     document = validate(given, path, (PYTEST_SCHEMA,))
     audits = per_test_audits(document, path)
-    out = ["safe-tracectx pytest report", "===========================", totals_line(document.get("mode"), audits)]
-    for audit in audits:
-        out += _test_lines(audit)
+    try:
+        out = ["safe-tracectx pytest report", "===========================", totals_line(document.get("mode"), audits)]
+        for audit in audits:
+            out += _test_lines(audit)
+    except RENDER_ERRORS as error:  # damaged deeper than validate() checks
+        raise damaged(document, path, error) from error
     return "\n".join(out)

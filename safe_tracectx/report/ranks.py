@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from safe_tracectx.auditlog.combine import carried_runs
-from safe_tracectx.auditlog.document_types import AuditDocument
-from safe_tracectx.auditlog.documents import COMBINED_SCHEMA, pass_runs, validate
+from safe_tracectx.auditlog.document_types import AuditDocument, CombinedDocument
+from safe_tracectx.auditlog.documents import COMBINED_SCHEMA, RENDER_ERRORS, damaged, pass_runs, validate
 from safe_tracectx.report.sections import child_lines, plural
 
 __all__ = ["pass_totals", "render_combined"]
@@ -48,7 +48,15 @@ def _row(label: str, cells: list[str]) -> str:
 def render_combined(given: Mapping[str, object], *, top: int = 15) -> str:
     """Members side by side (counts, passes), then each rank divergence with what each member had. A document
     this safe-tracectx cannot read is a ``DataFileError`` that says why and what to do."""
-    combined = validate(given, "the document given to render_combined()", (COMBINED_SCHEMA,))
+    source = "the document given to render_combined()"
+    combined = validate(given, source, (COMBINED_SCHEMA,))
+    try:
+        return _combined(combined, top)
+    except RENDER_ERRORS as error:  # damaged deeper than validate() checks
+        raise damaged(combined, source, error) from error
+
+
+def _combined(combined: CombinedDocument, top: int) -> str:
     members = combined["members"]
     audits = [m["audit"] for m in members]
     world = combined.get("world_size")

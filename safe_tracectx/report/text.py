@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from safe_tracectx.auditlog.document_types import AuditDocument
-from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, OUTSIDE_PASSES, site_text, validate
+from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, OUTSIDE_PASSES, RENDER_ERRORS, damaged, site_text, validate
 from safe_tracectx.report.sections import balance_lines, child_lines, not_audited, pass_lines, violation_lines
 from safe_tracectx.report.thunderfx import thunderfx_lines
 
@@ -48,7 +48,15 @@ def _phase_lines(document: AuditDocument) -> list[str]:
 def render_text(given: Mapping[str, object], *, top: int = 15) -> str:
     """The report of one audit document: passes, proxies, call sites, set/reset balance, violations. A document
     this safe-tracectx cannot read is a ``DataFileError`` that says why and what to do."""
-    document = validate(given, "the document given to render_text()", (AUDIT_SCHEMA,))
+    source = "the document given to render_text()"
+    document = validate(given, source, (AUDIT_SCHEMA,))
+    try:
+        return _text(document, top)
+    except RENDER_ERRORS as error:  # damaged deeper than validate() checks
+        raise damaged(document, source, error) from error
+
+
+def _text(document: AuditDocument, top: int) -> str:
     counts = document["counts"]
     out = ["safe-tracectx audit report", "=========================="]
     kinds = ", ".join(f"{kind} {counts[kind]}" for kind in sorted(counts)) or "none"

@@ -6,3 +6,25 @@
 - ``text``: the sweep's text report;
 - ``pytest_runs``: the sweep of a pytest node id, each run a fresh pytest.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from safe_tracectx._support.moved import moved_names
+
+#: What the module ``safe_tracectx.sweep`` held before it became this package, and each name's module now:
+#: re-exported for the 0.2 release (with a DeprecationWarning), then removed.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "SWEEP_POLICY", "Runs", "count_points", "forked_runs", "other_path", "result_json", "run_once", "run_point",
+            "sweep", "sweep_runs",
+        ],
+        "safe_tracectx.sweep.runner",
+    ),
+    **dict.fromkeys(["Finding", "SweepResult"], "safe_tracectx.sweep.findings"),
+}
+
+if not TYPE_CHECKING:
+    __getattr__ = moved_names(__name__, _MOVED)
