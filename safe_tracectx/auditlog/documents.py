@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, cast, overload
+from typing import Any, Final, Literal, TypeVar, cast, overload
 
 from safe_tracectx.auditlog.document_types import (
     AuditDocument,
@@ -45,6 +45,7 @@ __all__ = [
     "DataFileError",
     "Document",
     "damaged",
+    "rendered",
     "keyed_runs",
     "member_document",
     "pass_runs",
@@ -96,10 +97,21 @@ class DataFileError(ValueError):
 RENDER_ERRORS: Final = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
-def damaged(document: Mapping[str, Any], source: str, error: BaseException) -> DataFileError:
+def damaged(document: Mapping[str, object], source: str, error: BaseException) -> DataFileError:
     """The error for a valid-looking ``document`` (named ``source``) that its report could not read."""
     noun = NOUNS.get(str(document.get("schema")), "safe-tracectx document")
     return DataFileError(f"{source} is a damaged {noun}: cannot render it ({type(error).__name__}: {error})")
+
+
+_D = TypeVar("_D", bound=Mapping[str, object])
+
+
+def rendered(document: _D, source: str, render: Callable[[_D], str]) -> str:
+    """``render(document)``, a :func:`damaged` error if the document is damaged deeper than :func:`validate` checks."""
+    try:
+        return render(document)
+    except RENDER_ERRORS as error:
+        raise damaged(document, source, error) from error
 
 
 def version_problem(document: Mapping[str, Any]) -> str | None:

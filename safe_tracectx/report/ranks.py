@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from safe_tracectx.auditlog.combine import carried_runs
 from safe_tracectx.auditlog.document_types import AuditDocument, CombinedDocument
-from safe_tracectx.auditlog.documents import COMBINED_SCHEMA, RENDER_ERRORS, damaged, pass_runs, validate
+from safe_tracectx.auditlog.documents import COMBINED_SCHEMA, pass_runs, rendered, validate
 from safe_tracectx.report.sections import child_lines, plural
 
 __all__ = ["pass_totals", "render_combined"]
@@ -50,10 +50,7 @@ def render_combined(given: Mapping[str, object], *, top: int = 15) -> str:
     this safe-tracectx cannot read is a ``DataFileError`` that says why and what to do."""
     source = "the document given to render_combined()"
     combined = validate(given, source, (COMBINED_SCHEMA,))
-    try:
-        return _combined(combined, top)
-    except RENDER_ERRORS as error:  # damaged deeper than validate() checks
-        raise damaged(combined, source, error) from error
+    return rendered(combined, source, lambda checked: _combined(checked, top))
 
 
 def _combined(combined: CombinedDocument, top: int) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from safe_tracectx.auditlog.document_types import AuditDocument
-from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, OUTSIDE_PASSES, RENDER_ERRORS, damaged, site_text, validate
+from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, OUTSIDE_PASSES, rendered, site_text, validate
 from safe_tracectx.report.sections import balance_lines, child_lines, not_audited, pass_lines, violation_lines
 from safe_tracectx.report.thunderfx import thunderfx_lines
 
@@ -50,10 +50,7 @@ def render_text(given: Mapping[str, object], *, top: int = 15) -> str:
     this safe-tracectx cannot read is a ``DataFileError`` that says why and what to do."""
     source = "the document given to render_text()"
     document = validate(given, source, (AUDIT_SCHEMA,))
-    try:
-        return _text(document, top)
-    except RENDER_ERRORS as error:  # damaged deeper than validate() checks
-        raise damaged(document, source, error) from error
+    return rendered(document, source, lambda checked: _text(checked, top))
 
 
 def _text(document: AuditDocument, top: int) -> str:
