@@ -20,7 +20,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx._support.arguments import expect_trace
 from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
-from safe_tracectx.context.blocks import Block, require_initialised
+from safe_tracectx.context.blocks import NEW, Block, require_initialised
 from safe_tracectx.context.decorate import decorate
 from safe_tracectx.context.readonly import Snapshot
 from safe_tracectx.errors import FIXES, ReadOnlyTraceError, TraceContextError
@@ -62,7 +62,10 @@ class tracectx(Block[_T]):
     def __init__(self, trace: _T, *, read_only: bool = False) -> None:
         if trace is not None and not isinstance(trace, TraceCtx):
             expect_trace(trace, f"{type(self).__name__}()", allow_none=True)
-        Block.__init__(self, trace, snapshots=True if read_only else False)
+        # Block.__init__'s three fields, set here rather than by calling it: this runs for every block.
+        self._value = trace
+        self._state = NEW
+        self._snapshots = True if read_only else False
 
     def _take_snapshot(self) -> None:
         self._snapshot = Snapshot(self._value) if self._value is not None else None
