@@ -9,7 +9,8 @@ twice (whatever the objects), a name the trace's namer will hand out again, a
 callee the program cannot name, a traceless proxy, two different computations
 sharing a name across fusion regions, a saved-for-backward hand-over that does
 not match, a forward symbol of a joint trace reading a backward value, a joint trace whose forward reads a
-tensor an in-place symbol it leaves to the backward updated. Same-named objects are one variable, as in the program. Unlike
+tensor an in-place symbol it leaves to the backward updated, a symbol reading a name as another tensor than the
+one its definition gives (other shape or dtype: a pass swapped the proxy and missed that use). Same-named objects are one variable, as in the program. Unlike
 ``thunder.dev_utils.check_trace``, nothing is made active, no name registered,
 no cache filled::
 
@@ -31,7 +32,7 @@ import re
 from typing import Any, Final
 
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import NumberProxy, Proxy
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx._support.arguments import expect_trace
@@ -49,9 +50,11 @@ __all__ = [
     "check_forward_backward",
     "check_handover",
     "check_trace",
+    "describe_metadata",
     "generatable",
     "region_name_clashes",
     "signature_names",
+    "tensor_metadata",
     "names_used",
     "trace_findings",
     "unregistered_names",
@@ -119,8 +122,11 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
             add("traceless-proxy", name, f"traceless proxy {name} is used in {describe_trace(trace)}", index)
 
     defined: dict[str, int] = dict.fromkeys(program.parameters, -1)  # name -> index of its definition (-1: parameter)
+    objects: dict[str, Proxy] = {}  # name -> the proxy object its definition gives it (the last one)
     for proxy in program.input_proxies():
         registration(proxy, proxy.name, None)
+        if proxy.name in defined:
+            objects[proxy.name] = proxy
     callees: dict[int, str | None] = {}  # id(symbol) -> its callee problem, for symbols called by their own name
     for name, reader, source in program.forward_needs_cotangents():
         add("forward-reads-backward", name,
@@ -160,13 +166,25 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
                 )
             if look_for_traceless or name not in registered:
                 registration(proxy, name, index)
+            definition = objects.get(name)
+            if definition is not None and definition is not proxy:  # another object: is it the same tensor?
+                stale = _other_tensor(proxy, definition)
+                if stale is not None:
+                    origin = defined.get(name, -1)
+                    given = "a parameter of the trace" if origin == -1 else f"the output of {bsym_label(origin, bsyms[origin])}"
+                    add("stale-proxy-after-swap", name,
+                        f"{bsym_label(index, bsym)} reads {name} as {stale[0]}, but {name} is {given}, {stale[1]}: "
+                        f"a name is one variable, so the symbol's outputs were computed for another tensor than the "
+                        f"one it gets (a pass swapped the proxy of {name} and missed this use)", index)
         if program.is_del(bsym):  # `del a, b`: the names end here
             for proxy in reads:
+                objects.pop(proxy.name, None)
                 if defined.pop(proxy.name, None) is not None:
                     deleted[proxy.name] = index
             continue
         for proxy in proxy_outs(bsym):
             name = proxy.name
+            objects[name] = proxy
             first = defined.get(name)
             if first is None:
                 defined[name] = index
@@ -188,6 +206,36 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
         if getattr(sym, "is_fusion", False):
             _check_region(bsym, index, add)
     return violations, notes
+
+
+def tensor_metadata(proxy: object) -> tuple[tuple[int, ...], Any] | None:
+    """(shape, dtype) of a tensor proxy whose shape is all plain ints; None for anything else (a symbolic
+    dimension is never compared: comparing proxies under an active trace can record symbols). Reads the stored
+    attributes only."""
+    if not isinstance(proxy, TensorProxy):
+        return None
+    shape = getattr(proxy, "_shape", None)
+    if not isinstance(shape, tuple | list) or not all(type(s) is int for s in shape):
+        return None
+    return tuple(shape), getattr(proxy, "_dtype", None)
+
+
+def describe_metadata(metadata: tuple[tuple[int, ...], Any]) -> str:
+    """``f32[2, 3]``: a tensor's dtype and shape as Thunder prints them."""
+    shape, dtype = metadata
+    short = getattr(dtype, "shortname", None)
+    return f"{short() if callable(short) else dtype}[{', '.join(map(str, shape))}]"
+
+
+def _other_tensor(read: Proxy, definition: Proxy) -> tuple[str, str] | None:
+    """(what ``read`` is, what ``definition`` is) when both are tensors of known, different shape or dtype."""
+    mine = tensor_metadata(read)
+    if mine is None:
+        return None
+    theirs = tensor_metadata(definition)
+    if theirs is None or theirs == mine:
+        return None
+    return describe_metadata(mine), describe_metadata(theirs)
 
 
 def _unbound_error(name: str, program: Program) -> str:
