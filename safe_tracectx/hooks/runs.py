@@ -19,7 +19,6 @@ checked, and what is wrong is added to the exception as notes::
 from __future__ import annotations
 
 import sys
-
 import time
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
@@ -34,13 +33,10 @@ from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import faults, fx_splits, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
+from safe_tracectx.traces import swaps
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
-from safe_tracectx.traces.checks import (
-    Violation, check_handover, describe_metadata, generatable, region_name_clashes, tensor_metadata,
-)
+from safe_tracectx.traces.checks import Violation, check_handover, generatable, region_name_clashes
 from safe_tracectx.traces.fingerprint import fingerprint
-from safe_tracectx.traces.program import Program
-from safe_tracectx.traces.violations import bsym_label
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
 
@@ -97,9 +93,6 @@ class PassRun:
         self._first_step = 0
         #: The bound symbols of each input at entry (by identity): an input changed in place is an output.
         self._symbols: list[tuple[int, ...]] = []
-        #: The tensor inputs of its input traces at entry, each with its (shape, dtype): a pass that changes one
-        #: in place must leave no symbol computed before it reading it (``_changed_in_place``).
-        self._metadata: list[tuple[Any, tuple[Any, ...]]] = []
         #: What it was given, for the ``pass_run`` event: per input the number of its state, and the fingerprints
         #: of those no recorded pass run returned (``trace_states``); None when no audit was listening.
         self._given: tuple[list[int], dict[str, list[list[Any]]]] | None = None
@@ -116,7 +109,7 @@ class PassRun:
         if self.compilation is not None:
             self._first_step = len(self.compilation.steps)
             self._symbols = [tuple(map(id, t.bound_symbols)) for t in self.inputs]
-            self._metadata = _input_metadata(self.inputs)
+            self._metadata = swaps.input_metadata(filter(compilations.checked_kind, self.inputs))  # (shape, dtype)
         if self.unique_region_names:
             try:
                 _check_preconditions(self)
@@ -299,69 +292,10 @@ def _found_after(
         for trace in outputs:
             if compilation.step_of(trace) is None:
                 compilation.record_step(trace, run.label, run.qualname, within=None)
-        found += _changed_in_place(run, outputs)
+        if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):
+            found += [f for t in filter(compilations.checked_kind, outputs) for f in _found_in(run, t, swaps.computed_before(resized, t))]
     found += _pair_violations(run, sides)
     found += _borrowed(run, outputs)
-    return found
-
-
-def _input_metadata(traces: list[TraceCtx]) -> list[tuple[Any, tuple[Any, ...]]]:
-    """Each tensor input (with a shape of plain ints) of the checked ``traces``, with its (shape, dtype) now."""
-    found: list[tuple[Any, tuple[Any, ...]]] = []
-    for trace in traces:
-        if not compilations.checked_kind(trace):
-            continue
-        for proxy in Program(trace).input_proxies():
-            metadata = tensor_metadata(proxy)
-            if metadata is not None:
-                found.append((proxy, metadata))
-    return found
-
-
-def _changed_in_place(run: PassRun, outputs: list[TraceCtx]) -> list[tuple[Violation, TraceCtx]]:
-    """Symbols computed before ``run`` (an output proxy of theirs was an output of a symbol of its input at entry)
-    that, in what it returns, read a tensor input whose shape or dtype it changed in place: their outputs were
-    computed for the tensor as it was (Thunder #1964: the FSDP transform shards the parameters in place and swaps
-    only top-level arguments for the all-gathered ones)."""
-    changed: dict[int, tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = {}
-    for proxy, before in run._metadata:
-        now = tensor_metadata(proxy)
-        if now is not None and now != before:
-            changed[id(proxy)] = (proxy, before, now)
-    if not changed:
-        return []
-    computed: set[int] = set()  # id of each proxy an input's symbols (those there at entry) output
-    for trace, entry in zip(run.inputs, run._symbols):
-        kept = set(entry)
-        for bsym in trace.bound_symbols:
-            if id(bsym) in kept:
-                computed.update(map(id, proxy_outs(bsym)))
-    found: list[tuple[Violation, TraceCtx]] = []
-    for trace in outputs:
-        if not compilations.checked_kind(trace):
-            continue
-        violations: list[Violation] = []
-        for index, bsym in enumerate(trace.bound_symbols):
-            outs = proxy_outs(bsym)
-            if not any(id(p) in computed for p in outs):
-                continue
-            for proxy in proxy_args(bsym):
-                hit = changed.get(id(proxy))
-                if hit is None or any(p is proxy for p in outs):
-                    continue
-                made = ", ".join(
-                    f"{p.name}: {describe_metadata(m)}" for p in outs if (m := tensor_metadata(p)) is not None
-                )
-                violations.append(Violation(
-                    "stale-proxy-after-swap", proxy.name,
-                    f"{run.label} changed {proxy.name}, an input of the trace, in place from {describe_metadata(hit[1])} "
-                    f"to {describe_metadata(hit[2])}, and {bsym_label(index, bsym)}, computed before it for "
-                    f"{describe_metadata(hit[1])}" + (f" (its outputs {made})" if made else "") + f", still reads "
-                    f"{proxy.name}: its outputs were computed for another tensor than the one it gets (the pass "
-                    "swapped the proxy and missed this use)",
-                    bsym_label(index, bsym),
-                ))
-        found += _found_in(run, trace, violations)
     return found
 
 

@@ -32,7 +32,7 @@ import re
 from typing import Any, Final
 
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx._support.arguments import expect_trace
@@ -41,6 +41,7 @@ from safe_tracectx.context.traceless_proxies import is_traceless, traceless_prox
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
 from safe_tracectx.traces.program import Program, signature_names
+from safe_tracectx.traces.swaps import other_tensor
 from safe_tracectx.traces.violations import KINDS, Violation, ViolationKind, bsym_label
 
 __all__ = [
@@ -50,11 +51,9 @@ __all__ = [
     "check_forward_backward",
     "check_handover",
     "check_trace",
-    "describe_metadata",
     "generatable",
     "region_name_clashes",
     "signature_names",
-    "tensor_metadata",
     "names_used",
     "trace_findings",
     "unregistered_names",
@@ -168,7 +167,7 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
                 registration(proxy, name, index)
             definition = objects.get(name)
             if definition is not None and definition is not proxy:  # another object: is it the same tensor?
-                stale = _other_tensor(proxy, definition)
+                stale = other_tensor(proxy, definition)
                 if stale is not None:
                     origin = defined.get(name, -1)
                     given = "a parameter of the trace" if origin == -1 else f"the output of {bsym_label(origin, bsyms[origin])}"
@@ -206,36 +205,6 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
         if getattr(sym, "is_fusion", False):
             _check_region(bsym, index, add)
     return violations, notes
-
-
-def tensor_metadata(proxy: object) -> tuple[tuple[int, ...], Any] | None:
-    """(shape, dtype) of a tensor proxy whose shape is all plain ints; None for anything else (a symbolic
-    dimension is never compared: comparing proxies under an active trace can record symbols). Reads the stored
-    attributes only."""
-    if not isinstance(proxy, TensorProxy):
-        return None
-    shape = getattr(proxy, "_shape", None)
-    if not isinstance(shape, tuple | list) or not all(type(s) is int for s in shape):
-        return None
-    return tuple(shape), getattr(proxy, "_dtype", None)
-
-
-def describe_metadata(metadata: tuple[tuple[int, ...], Any]) -> str:
-    """``f32[2, 3]``: a tensor's dtype and shape as Thunder prints them."""
-    shape, dtype = metadata
-    short = getattr(dtype, "shortname", None)
-    return f"{short() if callable(short) else dtype}[{', '.join(map(str, shape))}]"
-
-
-def _other_tensor(read: Proxy, definition: Proxy) -> tuple[str, str] | None:
-    """(what ``read`` is, what ``definition`` is) when both are tensors of known, different shape or dtype."""
-    mine = tensor_metadata(read)
-    if mine is None:
-        return None
-    theirs = tensor_metadata(definition)
-    if theirs is None or theirs == mine:
-        return None
-    return describe_metadata(mine), describe_metadata(theirs)
 
 
 def _unbound_error(name: str, program: Program) -> str:
