@@ -13,7 +13,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, from_trace
 
 import safe_tracectx as stc
-from safe_tracectx import STRICT, BrokenTraceError, tracectx
+from safe_tracectx import STRICT, BrokenTraceError, TraceContextWarning, tracectx
 from safe_tracectx.hooks import installed
 from safe_tracectx.traces.checks import check_trace, trace_findings
 
@@ -96,14 +96,19 @@ def test_strict_raises_it_at_the_pass_that_swapped() -> None:
 
 
 class _ShardInPlace(Transform):
-    """#1964's FSDP transform, in small: the computation trace's input ``a`` gets half its rows in place, and the
-    symbols computed for it are carried over as they are (nothing swapped)."""
+    """#1964's FSDP transform, in small: the computation trace's input ``a`` gets half its rows in place (and the
+    prologue checks that shape, as the FSDP transform's does), and the symbols computed for it are carried over as
+    they are (nothing swapped)."""
 
     def transform_traces_pre_prologue(
         self, prologue_trace: TraceCtx, computation_trace: TraceCtx, epilogue_trace: TraceCtx | None, **kwargs: Any
     ) -> tuple[TraceCtx, TraceCtx, TraceCtx | None]:
-        a = next(p for p in computation_trace.args if p.name == "a")
-        a._shape = (1, 3)  # in place, as the FSDP transform shards a parameter
+        for given, a in zip(prologue_trace.output[0], computation_trace.args):
+            if a.name == "a":
+                a._shape = given._shape = (1, 3)  # in place, as the FSDP transform shards a parameter
+                for check in prologue_trace.bound_symbols:
+                    if check.sym is prims.check_tensor_shape_and_metadata and check.args[0] is given:
+                        check.args = (check.args[0], (1, 3), *check.args[2:])
         new = from_trace(computation_trace)
         new.bound_symbols = [b.from_bsym() for b in computation_trace.bound_symbols]
         return prologue_trace, new, epilogue_trace
@@ -128,3 +133,20 @@ def test_programs_that_swap_nothing_are_silent_under_strict() -> None:
         actual.sum().backward()
     torch.testing.assert_close(actual, _concat(x, a, b))
     assert log.violations == []
+
+
+def test_plain_thunder_fails_on_it_and_the_check_takes_an_action_of_its_own() -> None:
+    """Plain, the program fails (the prologue wants the shard, the symbols were computed for the whole tensor);
+    ``stale_proxy_after_swap="warn"``: the finding is a warning, and Thunder goes on to the same failure."""
+    failures = []
+    for policy in (None, "warn"):
+        jitted = thunder.jit(_concat, transforms=[_ShardInPlace()])
+        with pytest.raises(Exception) as info:  # noqa: PT011 - Thunder's own error, whatever it is
+            if policy is None:
+                jitted(*_inputs())
+            else:
+                with installed(STRICT), stc.use_policy("strict", stale_proxy_after_swap=policy):
+                    with pytest.warns(TraceContextWarning, match="changed a, an input of the trace, in place"):
+                        jitted(*_inputs())
+        failures.append(type(info.value))
+    assert failures[0] is failures[1] and not issubclass(failures[0], BrokenTraceError)
