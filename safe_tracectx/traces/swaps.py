@@ -33,9 +33,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from thunder.core.proxies import Proxy, TensorProxy
+from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
-from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["Changed", "Metadata", "changed_in_place", "computed_before", "describe_metadata", "input_metadata",
@@ -80,7 +80,11 @@ def input_metadata(traces: Iterable[Any]) -> list[tuple[Any, Metadata]]:
     """Each tensor input (shape of plain ints) of ``traces``, with its metadata now (a pass about to run)."""
     found: list[tuple[Any, Metadata]] = []
     for trace in traces:
-        for proxy in Program(trace).input_proxies():
+        try:
+            flat, _ = tree_flatten((trace.args, trace.kwargs))  # type: ignore[no-untyped-call]
+        except Exception:  # noqa: BLE001 - unusual argument containers: no tensor inputs to follow
+            continue
+        for proxy in flat:
             metadata = tensor_metadata(proxy)
             if metadata is not None:
                 found.append((proxy, metadata))
