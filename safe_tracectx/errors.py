@@ -47,6 +47,7 @@ TraceCheck = Literal[
     "handover-mismatch",
     "forward-reads-backward",
     "stale-after-in-place",
+    "stale-proxy-after-swap",
     "generated-code",
     "borrowed-namer",
     "replaced-name",
@@ -96,6 +97,10 @@ FIXES: Final[dict[str, str]] = {
     "stale-after-in-place": "make every later reader of an updated tensor read the in-place symbol's output "
     "(thunder.core.update_aliases.insert_alias_updates does this for a trace: run it on a trace before its symbols "
     "are traced into another, as a grad rule's augmented forward)",
+    "stale-proxy-after-swap": "swap a proxy in every use, nested arguments, keyword arguments and subsymbols "
+    "included (bsym.from_bsym_swap_proxies(swap_map) with the map keyed by variableify(proxy)), or trace the "
+    "symbols again on the new proxy so that their outputs are computed for it; a pass that changes a proxy's "
+    "shape or dtype in place must swap every symbol computed before it that reads it",
     "generated-code": "a bound symbol's name is what the generated program calls: give it an identifier that its "
     "call context (bsym._call_ctx) defines",
     "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "

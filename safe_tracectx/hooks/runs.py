@@ -19,7 +19,6 @@ checked, and what is wrong is added to the exception as notes::
 from __future__ import annotations
 
 import sys
-
 import time
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
@@ -34,6 +33,8 @@ from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import faults, fx_splits, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
+from safe_tracectx.traces import swaps
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.checks import Violation, check_handover, generatable, region_name_clashes
 from safe_tracectx.traces.fingerprint import fingerprint
 
@@ -51,7 +52,7 @@ class PassRun:
 
     __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only",
                  "compilation", "parent", "unique_region_names", "unregistered", "thunderfx", "defined_at", "_started",
-                 "_tokens", "_entry", "_first_step", "_symbols", "_given")
+                 "_tokens", "_entry", "_first_step", "_symbols", "_given", "_metadata")
 
     def __init__(
         self, label: str, qualname: str, kind: str, inputs: Iterable[Any] = (), *, role: str | None = None,
@@ -108,6 +109,7 @@ class PassRun:
         if self.compilation is not None:
             self._first_step = len(self.compilation.steps)
             self._symbols = [tuple(map(id, t.bound_symbols)) for t in self.inputs]
+            self._metadata = swaps.input_metadata(filter(compilations.checked_kind, self.inputs))  # (shape, dtype)
         if self.unique_region_names:
             try:
                 _check_preconditions(self)
@@ -260,8 +262,6 @@ def _borrowed(run: PassRun, outputs: list[TraceCtx]) -> list[tuple[Violation, Tr
 
 
 def _uses(trace: TraceCtx, name: str) -> bool:
-    from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
-
     return any(p.name == name for bsym in trace.bound_symbols for p in (*proxy_args(bsym), *proxy_outs(bsym)))
 
 
@@ -292,6 +292,8 @@ def _found_after(
         for trace in outputs:
             if compilation.step_of(trace) is None:
                 compilation.record_step(trace, run.label, run.qualname, within=None)
+        if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):
+            found += [f for t in filter(compilations.checked_kind, outputs) for f in _found_in(run, t, swaps.computed_before(resized, t))]
     found += _pair_violations(run, sides)
     found += _borrowed(run, outputs)
     return found

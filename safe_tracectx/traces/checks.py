@@ -9,7 +9,8 @@ twice (whatever the objects), a name the trace's namer will hand out again, a
 callee the program cannot name, a traceless proxy, two different computations
 sharing a name across fusion regions, a saved-for-backward hand-over that does
 not match, a forward symbol of a joint trace reading a backward value, a joint trace whose forward reads a
-tensor an in-place symbol it leaves to the backward updated. Same-named objects are one variable, as in the program. Unlike
+tensor an in-place symbol it leaves to the backward updated, a symbol reading a name as another tensor than the
+one its definition gives (other shape or dtype: a pass swapped the proxy and missed that use). Same-named objects are one variable, as in the program. Unlike
 ``thunder.dev_utils.check_trace``, nothing is made active, no name registered,
 no cache filled::
 
@@ -40,6 +41,7 @@ from safe_tracectx.context.traceless_proxies import is_traceless, traceless_prox
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
 from safe_tracectx.traces.program import Program, signature_names
+from safe_tracectx.traces.swaps import other_tensor
 from safe_tracectx.traces.violations import KINDS, Violation, ViolationKind, bsym_label
 
 __all__ = [
@@ -119,8 +121,11 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
             add("traceless-proxy", name, f"traceless proxy {name} is used in {describe_trace(trace)}", index)
 
     defined: dict[str, int] = dict.fromkeys(program.parameters, -1)  # name -> index of its definition (-1: parameter)
+    objects: dict[str, Proxy] = {}  # name -> the proxy object its definition gives it (the last one)
     for proxy in program.input_proxies():
         registration(proxy, proxy.name, None)
+        if proxy.name in defined:
+            objects[proxy.name] = proxy
     callees: dict[int, str | None] = {}  # id(symbol) -> its callee problem, for symbols called by their own name
     for name, reader, source in program.forward_needs_cotangents():
         add("forward-reads-backward", name,
@@ -160,13 +165,25 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
                 )
             if look_for_traceless or name not in registered:
                 registration(proxy, name, index)
+            definition = objects.get(name)
+            if definition is not None and definition is not proxy:  # another object: is it the same tensor?
+                stale = other_tensor(proxy, definition)
+                if stale is not None:
+                    origin = defined.get(name, -1)
+                    given = "a parameter of the trace" if origin == -1 else f"the output of {bsym_label(origin, bsyms[origin])}"
+                    add("stale-proxy-after-swap", name,
+                        f"{bsym_label(index, bsym)} reads {name} as {stale[0]}, but {name} is {given}, {stale[1]}: "
+                        f"a name is one variable, so the symbol's outputs were computed for another tensor than the "
+                        f"one it gets (a pass swapped the proxy of {name} and missed this use)", index)
         if program.is_del(bsym):  # `del a, b`: the names end here
             for proxy in reads:
+                objects.pop(proxy.name, None)
                 if defined.pop(proxy.name, None) is not None:
                     deleted[proxy.name] = index
             continue
         for proxy in proxy_outs(bsym):
             name = proxy.name
+            objects[name] = proxy
             first = defined.get(name)
             if first is None:
                 defined[name] = index

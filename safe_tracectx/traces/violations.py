@@ -36,6 +36,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "handover-mismatch": BrokenTraceError,
     "forward-reads-backward": BrokenTraceError,
     "stale-after-in-place": BrokenTraceError,
+    "stale-proxy-after-swap": BrokenTraceError,
     "generated-code": BrokenTraceError,
 }
 

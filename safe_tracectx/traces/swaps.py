@@ -1,0 +1,138 @@
+"""A symbol reading a name as another tensor than the one the name holds (``stale-proxy-after-swap``).
+
+By Thunder's semantics a name is one variable: a symbol's recorded outputs were computed for the tensors it
+reads, and the generated program gives it the value its name holds. A pass that swaps a proxy for another and
+misses a use (a nested argument: Thunder #1964) leaves a symbol computed for another tensor. Two ways show it,
+both cheap and read only (only stored attributes, only tensors whose shape is plain ints: comparing symbolic
+dimensions under an active trace can record symbols):
+
+- in one trace, a symbol reads an object of the name other than the one its definition gives, with another
+  shape or dtype (:func:`other_tensor`, from ``check_trace``);
+- across a pass, the pass changed a tensor input of its trace in place, and a symbol computed before it (an
+  output proxy of its input's symbols) still reads it (:func:`changed_in_place`, :func:`computed_before`,
+  from the pass hooks)::
+
+    >>> from thunder.core import devices, dtypes
+    >>> from thunder.core.proxies import TensorProxy
+    >>> from thunder.core.trace import TraceCtx
+    >>> from safe_tracectx import tracectx
+    >>> with tracectx(TraceCtx()):
+    ...     a = TensorProxy("a", shape=(2, 3), device=devices.cpu, dtype=dtypes.float32)
+    ...     b = TensorProxy("b", shape=(1, 3), device=devices.cpu, dtype=dtypes.float32)
+    >>> other_tensor(a, b), other_tensor(a, a)
+    (('f32[2, 3]', 'f32[1, 3]'), None)
+"""
+
+from __future__ import annotations
+
+from safe_tracectx._support.extras import require_thunder
+
+require_thunder("safe_tracectx.traces.swaps")
+
+from collections.abc import Iterable
+from typing import Any
+
+from thunder.core.proxies import Proxy, TensorProxy
+from thunder.core.pytree import tree_flatten
+
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.violations import Violation, bsym_label
+
+__all__ = ["Changed", "Metadata", "changed_in_place", "computed_before", "describe_metadata", "input_metadata",
+           "other_tensor", "tensor_metadata"]
+
+#: A tensor's (shape, dtype).
+Metadata = tuple[tuple[int, ...], Any]
+#: What :func:`changed_in_place` found: the pass's label, id of each changed input -> (before, now), and the ids
+#: of the output proxies of the input's symbols that were there at entry.
+Changed = tuple[str, dict[int, tuple[Metadata, Metadata]], set[int]]
+
+
+def tensor_metadata(proxy: object) -> Metadata | None:
+    """(shape, dtype) of a tensor proxy whose shape is all plain ints; None for anything else."""
+    if not isinstance(proxy, TensorProxy):
+        return None
+    shape = getattr(proxy, "_shape", None)
+    if not isinstance(shape, tuple | list) or not all(type(s) is int for s in shape):
+        return None
+    return tuple(shape), getattr(proxy, "_dtype", None)
+
+
+def describe_metadata(metadata: Metadata) -> str:
+    """``f32[2, 3]``: a tensor's dtype and shape as Thunder prints them."""
+    shape, dtype = metadata
+    short = getattr(dtype, "shortname", None)
+    return f"{short() if callable(short) else dtype}[{', '.join(map(str, shape))}]"
+
+
+def other_tensor(read: Proxy, definition: Proxy) -> tuple[str, str] | None:
+    """(what ``read`` is, what ``definition`` is) when both are tensors of known, different shape or dtype."""
+    mine = tensor_metadata(read)
+    if mine is None:
+        return None
+    theirs = tensor_metadata(definition)
+    if theirs is None or theirs == mine:
+        return None
+    return describe_metadata(mine), describe_metadata(theirs)
+
+
+def input_metadata(traces: Iterable[Any]) -> list[tuple[Any, Metadata]]:
+    """Each tensor input (shape of plain ints) of ``traces``, with its metadata now (a pass about to run)."""
+    found: list[tuple[Any, Metadata]] = []
+    for trace in traces:
+        try:
+            flat, _ = tree_flatten((trace.args, trace.kwargs))  # type: ignore[no-untyped-call]
+        except Exception:  # noqa: BLE001 - unusual argument containers: no tensor inputs to follow
+            continue
+        for proxy in flat:
+            metadata = tensor_metadata(proxy)
+            if metadata is not None:
+                found.append((proxy, metadata))
+    return found
+
+
+def changed_in_place(
+    label: str, entry: list[tuple[Any, Metadata]], inputs: Iterable[tuple[Any, tuple[int, ...]]]
+) -> Changed | None:
+    """The inputs the pass ``label`` changed in place since ``entry`` (:func:`input_metadata` then), None if
+    none; ``inputs``: each input trace with the ids of its bound symbols at entry."""
+    changed: dict[int, tuple[Metadata, Metadata]] = {}
+    for proxy, before in entry:
+        now = tensor_metadata(proxy)
+        if now is not None and now != before:
+            changed[id(proxy)] = (before, now)
+    if not changed:
+        return None
+    computed: set[int] = set()
+    for trace, symbols in inputs:
+        kept = set(symbols)
+        for bsym in trace.bound_symbols:
+            if id(bsym) in kept:  # there at entry: computed before the pass
+                computed.update(map(id, proxy_outs(bsym)))
+    return label, changed, computed
+
+
+def computed_before(changed: Changed, trace: Any) -> list[Violation]:
+    """Each symbol of ``trace`` (what the pass returned) computed before the pass that reads an input it changed."""
+    label, inputs, computed = changed
+    found: list[Violation] = []
+    for index, bsym in enumerate(trace.bound_symbols):
+        outs = proxy_outs(bsym)
+        if not any(id(p) in computed for p in outs):
+            continue
+        for proxy in proxy_args(bsym):
+            hit = inputs.get(id(proxy))
+            if hit is None or any(p is proxy for p in outs):
+                continue
+            before, now = map(describe_metadata, hit)
+            made = ", ".join(f"{p.name}: {describe_metadata(m)}" for p in outs if (m := tensor_metadata(p)) is not None)
+            where = bsym_label(index, bsym)
+            found.append(Violation(
+                "stale-proxy-after-swap", proxy.name,
+                f"{label} changed {proxy.name}, an input of the trace, in place from {before} to {now}, and {where}, "
+                f"computed before it for {before}" + (f" (its outputs {made})" if made else "") + f", still reads "
+                f"{proxy.name}: its outputs were computed for another tensor than the one it gets (the pass swapped "
+                "the proxy and missed this use)",
+                where,
+            ))
+    return found
