@@ -152,6 +152,62 @@ def test_a_fresh_name_the_given_trace_already_uses_is_a_clash_charged_to_its_mak
     assert "t0 first appears unregistered in the trace made by" in error.message
 
 
+
+def _folded() -> tuple[torch.Tensor, torch.Tensor]:
+    const_t = torch.tensor([2])
+    getitem = (const_t * 2)[0]  # getitem's subsymbol slice_prim outputs t2, a name the folded trace leaves unregistered
+    return getitem, const_t
+
+
+@pytest.fixture
+def swap_unsafe(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Thunder's swap as before #1545's era ended: a proxy replaced by one of its own name is a cycle."""
+    from thunder.core.symbol import BoundSymbol
+
+    from safe_tracectx.traces import swaps
+
+    def refusing(self: Any, swap_map: dict[Any, Any], **kwargs: Any) -> Any:
+        raise RuntimeError("Detected a cycle while swapping; the cycle includes {a}")
+
+    swaps.same_name_swap_is_safe.cache_clear()
+    monkeypatch.setattr(BoundSymbol, "from_bsym_swap_proxies", refusing)
+    assert swaps.same_name_swap_is_safe() is False
+    monkeypatch.undo()
+    yield
+    swaps.same_name_swap_is_safe.cache_clear()
+
+
+def test_thunder_is_asked_whether_a_same_named_replacement_is_one_variable() -> None:
+    from safe_tracectx.traces.swaps import same_name_swap_is_safe
+
+    same_name_swap_is_safe.cache_clear()
+    assert same_name_swap_is_safe() is True  # Thunder 0.2.6 and main: `if swap_map[vfa] is fa: break`
+
+
+def test_a_subsymbol_name_given_again_to_its_replacement_is_no_clash_where_the_swap_takes_it() -> None:
+    """Thunder's own test_constant_folding: the operator executors run getitem's slice_prim again, and the namer
+    names its new output t2, the unregistered name of the output it replaces. Thunder's swap takes the two for one
+    variable, and the program is right: strict says nothing."""
+    from thunder.transforms.constant_folding import ConstantFolding
+
+    jitted = thunder.jit(_folded, transforms=[ConstantFolding()])
+    with stc.audit() as log, installed(STRICT):
+        getitem, const_t = jitted()
+    assert log.violations == []
+    assert int(getitem) == 4 and const_t.tolist() == [2]
+
+
+def test_where_thunders_swap_refuses_a_same_named_replacement_the_subsymbol_name_given_again_is_a_clash(
+    swap_unsafe: Any,
+) -> None:
+    """The same program where the swap would fail on it (#1545's cycle): the fresh t2 is reported before."""
+    from thunder.transforms.constant_folding import ConstantFolding
+
+    jitted = thunder.jit(_folded, transforms=[ConstantFolding()])
+    with installed(STRICT), pytest.raises(NameClashError, match=r"name t2, which .* subsymbol 0 \(slice_prim\)"):
+        jitted()
+
+
 class _ReverseSaved(Transform):
     """Reverses the order the forward saves its tensors for the backward (the backward untouched): the gradients
     would be assigned to the wrong values. ``nested``: compiles and runs another jitted function first."""

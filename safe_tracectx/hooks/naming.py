@@ -31,6 +31,7 @@ from safe_tracectx.hooks.reporting import internal_error
 from safe_tracectx.hooks.runs import PassRun, current_run
 from safe_tracectx.policy.actions import act
 from safe_tracectx.traces.checks import Violation, names_used, unregistered_names
+from safe_tracectx.traces.swaps import same_name_swap_is_safe
 
 __all__ = ["make_naming_hook"]
 
@@ -140,7 +141,10 @@ def _names_in_use(run: PassRun, trace: Any) -> tuple[TraceCtx | None, dict[str, 
     if known is None:
         given = next((t for t in run.inputs if t.names is names), None)
         try:
-            known = (given, unregistered_names(given) if given is not None else {})
+            # Where Thunder's swap takes a same-named replacement for one variable, a subsymbol's name handed out
+            # again is the executor running that subsymbol anew; a second value under it shows in the pass's output.
+            nested = not same_name_swap_is_safe()
+            known = (given, unregistered_names(given, subsymbols=nested) if given is not None else {})
         except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
             internal_error(f"the names of the input of {run.label}", bug)
             known = (given, {})
@@ -185,6 +189,7 @@ def make_naming_hook(original: Callable[..., str]) -> Callable[..., str]:
     """A ``make_proxy_name`` that applies the policy when no trace is active and reports to the audit."""
     global _HINTS
     _HINTS = _hints()
+    same_name_swap_is_safe()  # asked of Thunder now, before any hook is in place
 
     def make_proxy_name(*, name: str | None = None, prefix: str | None = None) -> str:
         if faults.injector is not None:

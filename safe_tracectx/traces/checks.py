@@ -310,9 +310,9 @@ def _computation(bsym: Any) -> tuple[Any, ...]:
     return getattr(bsym.sym, "id", None), by_name(bsym.args), by_name(bsym.kwargs)
 
 
-def names_used(trace: TraceCtx) -> dict[str, str]:
-    """Every name ``trace``'s bound symbols and their subsymbols read or assign, with where it is first used;
-    reads only. Those are the names an executor may turn into variables of the trace (flattening a symbol it
+def names_used(trace: TraceCtx, *, subsymbols: bool = True) -> dict[str, str]:
+    """Every name ``trace``'s bound symbols and (``subsymbols``) their subsymbols read or assign, with where it is
+    first used; reads only. Those are the names an executor may turn into variables of the trace (flattening a symbol it
     cannot run whole into its subsymbols), and the names Thunder registers for a trace it builds (#1545's fix of
     the torch.compile region trace); deeper ones stay inside their symbol."""
     found: dict[str, str] = {}
@@ -320,18 +320,18 @@ def names_used(trace: TraceCtx) -> dict[str, str]:
         where = bsym_label(index, bsym)
         for proxy in (*proxy_outs(bsym), *proxy_args(bsym)):
             found.setdefault(proxy.name, where)
-        for position, sub in enumerate(getattr(bsym, "subsymbols", ())):
+        for position, sub in enumerate(getattr(bsym, "subsymbols", ()) if subsymbols else ()):
             inside = f"{where}, subsymbol {position} ({getattr(sub.sym, 'name', '?')})"
             for proxy in (*proxy_outs(sub), *proxy_args(sub)):
                 found.setdefault(proxy.name, inside)
     return found
 
 
-def unregistered_names(trace: TraceCtx) -> dict[str, str]:
-    """The names of ``trace``'s bound symbols and their subsymbols (:func:`names_used`) that it has not
-    registered, so its namer may hand them out again, each with where it is first used; reads only."""
+def unregistered_names(trace: TraceCtx, *, subsymbols: bool = True) -> dict[str, str]:
+    """The names of ``trace``'s bound symbols and (``subsymbols``) their subsymbols (:func:`names_used`) that it
+    has not registered, so its namer may hand them out again, each with where it is first used; reads only."""
     registered = trace.names
-    return {name: where for name, where in names_used(trace).items() if name not in registered}
+    return {name: where for name, where in names_used(trace, subsymbols=subsymbols).items() if name not in registered}
 
 
 def check_trace(trace: TraceCtx, *, executed: bool = False) -> list[Violation]:

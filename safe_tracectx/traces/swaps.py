@@ -29,6 +29,7 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.swaps")
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,7 +40,7 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["Changed", "Metadata", "changed_in_place", "computed_before", "describe_metadata", "input_metadata",
-           "other_tensor", "tensor_metadata"]
+           "other_tensor", "same_name_swap_is_safe", "tensor_metadata"]
 
 #: A tensor's (shape, dtype).
 Metadata = tuple[tuple[int, ...], Any]
@@ -136,3 +137,33 @@ def computed_before(changed: Changed, trace: Any) -> list[Violation]:
                 where,
             ))
     return found
+
+
+@functools.cache
+def same_name_swap_is_safe() -> bool:
+    """Whether the installed Thunder's proxy swap (``BoundSymbol.from_bsym_swap_proxies``) takes a proxy replaced
+    by a new one of the same name for one variable, as Thunder 0.2.6 does; older Thunder raises "Detected a cycle
+    while swapping" (#1545). Asked of Thunder itself, once, on proxies of a trace of its own.
+
+    Where it is safe, a fresh proxy that takes the name of a subsymbol's output while an executor runs that
+    subsymbol again is its replacement (one variable), not a second value::
+
+        >>> same_name_swap_is_safe() in (True, False)
+        True
+    """
+    from thunder.core import prims
+    from thunder.core.proxies import variableify
+    from thunder.core.trace import detached_trace
+
+    # Plain proxies: a TensorProxy made outside a jit changes Thunder's state on older Thunder (its constructor
+    # fails half-way there); a Proxy only takes its name in the trace made for it.
+    try:
+        with detached_trace():
+            old, out = Proxy(name="a"), Proxy(name="b")
+        with detached_trace():
+            new = Proxy(name="a")
+        bsym = prims.neg.bind(old, output=out)
+        swapped = bsym.from_bsym_swap_proxies({variableify(old): new})
+    except Exception:  # noqa: BLE001 - a Thunder whose swap refuses it ("Detected a cycle while swapping"): not safe
+        return False
+    return swapped.args[0] is new
