@@ -93,8 +93,9 @@ class DataFileError(ValueError):
 
 
 #: What a report runs into in a document damaged deeper than :func:`validate` checks (an entry of a list that is
-#: not a dict, a key missing in one): :func:`damaged` makes it the ``DataFileError`` that names the document.
-RENDER_ERRORS: Final = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+#: not a dict, a key missing in one, a number too large for a float): :func:`damaged` makes it the
+#: ``DataFileError`` that names the document.
+RENDER_ERRORS: Final = (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError)
 
 
 def damaged(document: Mapping[str, object], source: str, error: BaseException) -> DataFileError:
@@ -196,6 +197,8 @@ def read_document(path: str | Path) -> Document:
         document = json.loads(text)
     except (OSError, UnicodeError, ValueError) as error:
         raise DataFileError(f"cannot read {path}: {error}") from error
+    except RecursionError:  # json's decoder recurses per nesting level; no document safe-tracectx writes is this deep
+        raise DataFileError(f"cannot read {path}: its JSON is nested too deeply to be a safe-tracectx document") from None
     return validate(document, str(path))
 
 
