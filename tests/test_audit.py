@@ -241,3 +241,31 @@ def test_a_proxy_keeps_its_own_thread_and_trace_when_another_thread_records_betw
                 thread.join()
     kept = {e.detail["name"]: (e.thread, e.trace_id) for e in log.events}
     assert kept == {"mine": ("MainThread", id(mine)), "theirs": ("other", id(theirs))}
+
+
+@pytest.mark.parametrize("max_events", [None, 0, 1])
+def test_a_count_is_not_lost_when_another_thread_counts_between_its_read_and_its_write(max_events: int | None) -> None:
+    """Counters are always complete: another thread's proxy counted while this one's count is read (it waits
+    at most 1 s) is counted too, kept or dropped."""
+    import collections
+
+    from safe_tracectx._support import events
+
+    log = AuditLog(max_events=max_events)
+    other = threading.Thread(target=events.proxy_created, args=(None, "theirs"), name="other")
+
+    class Interleaved(collections.Counter[str]):
+        def __getitem__(self, kind: str) -> int:
+            value = super().__getitem__(kind)
+            if kind == "proxy_created" and not other.is_alive() and other.ident is None:
+                other.start()
+                other.join(timeout=1.0)
+            return value
+
+    log.counts = Interleaved()
+    with log:
+        events.proxy_created(None, "mine")
+        other.join()
+    document = log.to_dict()
+    assert document["counts"]["proxy_created"] == 2 == sum(entry["count"] for entry in document["call_sites"])
+    assert document["kept"] + document["dropped"] == 2 and len(log.events) == document["kept"]
