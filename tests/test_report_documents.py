@@ -252,3 +252,36 @@ def test_json_nested_too_deeply_is_a_file_that_cannot_be_read_not_a_recursion_er
     assert main(["combine", "deep.json", "-o", "out.json"]) == ExitStatus.USAGE_ERROR
     assert "cannot read deep.json: its JSON is nested too deeply" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def _combined_of(audit: dict[str, object]) -> dict[str, object]:
+    return {**_combined(), "members": [{"name": "rank 0", "source": "a.json", "audit": audit}]}
+
+
+@pytest.mark.parametrize("html", [False, True], ids=["render_combined", "write_html"])
+def test_a_combined_file_holding_a_member_of_a_newer_version_says_upgrade_not_zeros(html: bool, tmp_path: Path) -> None:
+    """The combined schema's version can stay while the audit's grows: its members' versions are checked too."""
+    render: Callable[[Mapping[str, object]], object] = _write_html_into(tmp_path / "html") if html else render_combined
+    with pytest.raises(DataFileError) as newer:
+        render(_combined_of(_audit(3)))
+    assert str(newer.value).endswith(" holds a member (rank 0) that was written by a newer safe-tracectx "
+                                     "(safe-tracectx/audit version 3; this one reads version 2): upgrade safe-tracectx to read it")
+    assert "damaged" not in str(newer.value)
+    for foreign, problem in (({"counts": {}}, "is not a safe-tracectx data file (its schema is None)"),
+                             ({**_audit(), "violations": {}}, "is damaged: 'violations' is not a list"),
+                             ({**_audit(), "counts": {"trace_set": "2"}}, "is damaged: 'counts' holds something other")):
+        with pytest.raises(DataFileError, match=r"is a damaged combined file: its member 'rank 0' " + problem.replace("(", r"\(").replace(")", r"\)")):
+            render(_combined_of(foreign))
+    render(_combined_of({key: value for key, value in _audit().items() if key != "call_sites"}))  # a test's: fine
+
+
+def test_combine_refuses_a_combined_file_holding_a_newer_member_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.json").write_text(json.dumps(_combined_of(_audit(3))))
+    assert main(["combine", "c.json", "-o", "out.json"]) == ExitStatus.USAGE_ERROR
+    assert "c.json holds a member (rank 0) that was written by a newer safe-tracectx" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
+    assert main(["report", "c.json"]) == ExitStatus.USAGE_ERROR
+    assert "upgrade safe-tracectx to read it" in capsys.readouterr().err
