@@ -19,6 +19,7 @@ from __future__ import annotations
 import array
 import collections
 import json
+import operator
 import os
 import threading
 from types import TracebackType
@@ -35,7 +36,7 @@ from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
 from safe_tracectx.auditlog.documents import OUTSIDE_PASSES as OTHER
 from safe_tracectx.auditlog.phases import phases
 
-__all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
+__all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog", "checked_max_events"]
 
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
 PASS_RUN_KEYS: Final = (
@@ -61,6 +62,21 @@ def _site_json(site: CallSite | None) -> Site | None:
 _ProxyContext = tuple[SiteKey | None, str, int | None, str, str | None, str | None]
 
 
+def checked_max_events(max_events: object) -> int | None:
+    """``max_events`` if it is None or an integer >= 0; else the error that says what it must be."""
+    if max_events is None:
+        return None
+    try:
+        if isinstance(max_events, bool):
+            raise TypeError
+        number = operator.index(max_events)  # an int, or one of numpy's
+    except TypeError:
+        raise TypeError(f"max_events must be None or an integer >= 0, got {max_events!r:.60}") from None
+    if number < 0:
+        raise ValueError(f"max_events must be None or >= 0, got {number}")
+    return number
+
+
 class AuditLog:
     """Events (kept up to ``max_events``) and counters (always complete).
 
@@ -80,9 +96,7 @@ class AuditLog:
     """
 
     def __init__(self, max_events: int | None = None) -> None:
-        if max_events is not None and max_events < 0:
-            raise ValueError(f"max_events must be None or >= 0, got {max_events}")
-        self.max_events = max_events
+        self.max_events = checked_max_events(max_events)
         self.dropped = 0
         self.counts: collections.Counter[str] = collections.Counter()
         #: Proxies made per (call site, innermost pass running): the raw counts the views derive from.
