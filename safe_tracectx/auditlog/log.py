@@ -69,7 +69,7 @@ def checked_max_events(max_events: object) -> int | None:
     try:
         if isinstance(max_events, bool):
             raise TypeError
-        number = operator.index(max_events)  # an int, or one of numpy's
+        number = operator.index(max_events)  # type: ignore[arg-type]  # an int, or one of numpy's; else TypeError
     except TypeError:
         raise TypeError(f"max_events must be None or an integer >= 0, got {max_events!r:.60}") from None
     if number < 0:
