@@ -241,3 +241,58 @@ def test_a_proxy_keeps_its_own_thread_and_trace_when_another_thread_records_betw
                 thread.join()
     kept = {e.detail["name"]: (e.thread, e.trace_id) for e in log.events}
     assert kept == {"mine": ("MainThread", id(mine)), "theirs": ("other", id(theirs))}
+
+
+@pytest.mark.parametrize("max_events", [None, 0, 1])
+def test_a_count_is_not_lost_when_another_thread_counts_between_its_read_and_its_write(max_events: int | None) -> None:
+    """Counters are always complete: another thread's proxy counted while this one's count is read (it waits
+    at most 1 s) is counted too, kept or dropped."""
+    import collections
+
+    from safe_tracectx._support import events
+
+    log = AuditLog(max_events=max_events)
+    other = threading.Thread(target=events.proxy_created, args=(None, "theirs"), name="other")
+
+    class Interleaved(collections.Counter[str]):
+        def __getitem__(self, kind: str) -> int:
+            value = super().__getitem__(kind)
+            if kind == "proxy_created" and not other.is_alive() and other.ident is None:
+                other.start()
+                other.join(timeout=1.0)
+            return value
+
+    log.counts = Interleaved()
+    with log:
+        events.proxy_created(None, "mine")
+        other.join()
+    document = log.to_dict()
+    assert document["counts"]["proxy_created"] == 2 == sum(entry["count"] for entry in document["call_sites"])
+    assert document["kept"] + document["dropped"] == 2 and len(log.events) == document["kept"]
+
+
+@pytest.mark.parametrize("wrong", ["5", 2.5, True])
+def test_max_events_that_is_not_an_integer_is_refused_where_it_is_given(wrong: object) -> None:
+    with pytest.raises(TypeError, match=r"^max_events must be None or an integer >= 0, got "):
+        AuditLog(max_events=wrong)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^max_events must be None or an integer >= 0, got "):
+        audit(max_events=wrong)  # type: ignore[arg-type]  # at the call, not at the with-statement
+    with pytest.raises(ValueError, match="max_events must be None or >= 0, got -1"):
+        audit(max_events=-1)
+
+
+def test_max_events_zero_and_one_keep_that_many_and_count_every_event_of_a_compile() -> None:
+    import thunder
+    import torch
+
+    documents = []
+    for max_events in (None, 0, 1):
+        with audit(max_events=max_events) as log:
+            thunder.jit(lambda x: x.cos() + 1)(torch.ones(2))
+        documents.append(log.to_dict())
+    everything = documents[0]
+    assert everything["dropped"] == 0 and everything["kept"] == len(everything["events"]) > 1
+    for kept, document in zip((0, 1), documents[1:]):
+        assert document["counts"] == everything["counts"] and document["call_sites"] == everything["call_sites"]
+        assert document["kept"] == kept == len(document["events"])
+        assert document["kept"] + document["dropped"] == everything["kept"]

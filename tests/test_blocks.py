@@ -108,3 +108,12 @@ def test_a_block_keeps_an_enter_or_exit_it_defines_itself() -> None:
         assert Counted.value_var.get() == "on" and TRACE_VAR.get(None) is None
     assert exits == ["on"] and Counted.value_var.get() == "on"  # its own exit ran, and reset nothing
     assert block._close() == [] and Counted.value_var.get() is None
+
+
+@pytest.mark.parametrize("own", ["value_var", "owner_var"])
+def test_a_block_naming_half_a_pair_of_contextvars_is_refused_when_defined(own: str) -> None:
+    """With its own value but the trace blocks' owner, a block entered inside ``tracectx`` and exited after it
+    would be 'closed' by its exit and leave its value set for good: refused at the class statement."""
+    with pytest.raises(TypeError, match=rf"^Half names its own {own} but inherits \w+: a block's value and owner "
+                                        r"ContextVars are a pair; name both"):
+        type("Half", (Block,), {"__slots__": (), own: ContextVar("half", default=None)})

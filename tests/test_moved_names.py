@@ -43,3 +43,15 @@ def test_a_name_that_never_was_there_is_still_an_attribute_error() -> None:
         package.nothing  # noqa: B018
     with pytest.raises(ImportError, match="cannot import name 'nothing'"):
         exec("from safe_tracectx.auditlog import nothing", {})
+
+
+@pytest.mark.parametrize("old", sorted({old for old, _, _ in MOVED}))
+def test_a_star_import_of_an_old_module_still_brings_its_names_with_the_warning(old: str) -> None:
+    package = importlib.import_module(old)
+    namespace: dict[str, object] = {}
+    with pytest.warns(DeprecationWarning, match=rf"{old}\.\w+ moved to "):
+        exec(f"from {old} import *", namespace)
+    for package_name, name, new in MOVED:
+        if package_name == old:
+            assert namespace[name] is getattr(importlib.import_module(new), name)
+    assert set(package._MOVED) <= set(namespace)

@@ -207,3 +207,81 @@ def test_a_combined_file_whose_member_is_damaged_deeper_than_checked_is_named_so
     with pytest.raises(DataFileError, match=r"^the document given to render_combined\(\) is a damaged combined file: "
                                             r"cannot render it \((TypeError|AttributeError): "):
         render_combined({**_combined(), "members": [member]})
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [{"child_processes": {}}, {"pass_runs": 5}, {"jit_traces": [{"label": "x", "fingerprints": 3}]},
+     {"pass_runs": [{"label": "x", "fingerprints": [[["sin", 3]]], "output_ids": [1]}]},
+     {"pass_runs": [{"label": "x", "input_ids": [1], "violations": [{}]}]}],
+)
+def test_write_html_names_an_audit_damaged_deeper_than_its_keys_and_writes_nothing(
+    damage: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = {**_audit(), **damage}
+    with pytest.raises(DataFileError, match=r"^the document given to write_html\(\) is a damaged safe-tracectx data "
+                                            r"file: cannot render it \((TypeError|KeyError|AttributeError): "):
+        write_html(document, tmp_path / "html")
+    assert not (tmp_path / "html").exists()  # no style.css or index.html of a report that failed half way
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine")
+    with pytest.raises(DataFileError):
+        write_html(document, tmp_path / "kept")
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "damaged.json").write_text(json.dumps(document))
+    status = main(["report", "damaged.json", "--html", "out"])
+    err = capsys.readouterr().err
+    assert status == ExitStatus.USAGE_ERROR and "Traceback" not in err
+    assert "error: damaged.json is a damaged safe-tracectx data file: cannot render it (" in err
+
+
+def test_a_number_too_large_for_a_float_is_a_damaged_document_not_an_overflow_error() -> None:
+    phase = {"label": "a", "kind": "k", "runs": 1, "seconds": 10**400, "proxies": 1, "by_role": {"forward": 1, "backward": 1}}
+    with pytest.raises(DataFileError, match=r"is a damaged safe-tracectx data file: cannot render it \(OverflowError: "):
+        render_text({**_audit(), "phases": [phase]})
+
+
+def test_json_nested_too_deeply_is_a_file_that_cannot_be_read_not_a_recursion_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["report", "deep.json"]) == ExitStatus.USAGE_ERROR
+    assert "cannot read deep.json: its JSON is nested too deeply" in capsys.readouterr().err
+    assert main(["combine", "deep.json", "-o", "out.json"]) == ExitStatus.USAGE_ERROR
+    assert "cannot read deep.json: its JSON is nested too deeply" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
+
+
+def _combined_of(audit: dict[str, object]) -> dict[str, object]:
+    return {**_combined(), "members": [{"name": "rank 0", "source": "a.json", "audit": audit}]}
+
+
+@pytest.mark.parametrize("html", [False, True], ids=["render_combined", "write_html"])
+def test_a_combined_file_holding_a_member_of_a_newer_version_says_upgrade_not_zeros(html: bool, tmp_path: Path) -> None:
+    """The combined schema's version can stay while the audit's grows: its members' versions are checked too."""
+    render: Callable[[Mapping[str, object]], object] = _write_html_into(tmp_path / "html") if html else render_combined
+    with pytest.raises(DataFileError) as newer:
+        render(_combined_of(_audit(3)))
+    assert str(newer.value).endswith(" holds a member (rank 0) that was written by a newer safe-tracectx "
+                                     "(safe-tracectx/audit version 3; this one reads version 2): upgrade safe-tracectx to read it")
+    assert "damaged" not in str(newer.value)
+    for foreign, problem in (({"counts": {}}, "is not a safe-tracectx data file (its schema is None)"),
+                             ({**_audit(), "violations": {}}, "is damaged: 'violations' is not a list"),
+                             ({**_audit(), "counts": {"trace_set": "2"}}, "is damaged: 'counts' holds something other")):
+        with pytest.raises(DataFileError, match=r"is a damaged combined file: its member 'rank 0' " + problem.replace("(", r"\(").replace(")", r"\)")):
+            render(_combined_of(foreign))
+    render(_combined_of({key: value for key, value in _audit().items() if key != "call_sites"}))  # a test's: fine
+
+
+def test_combine_refuses_a_combined_file_holding_a_newer_member_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.json").write_text(json.dumps(_combined_of(_audit(3))))
+    assert main(["combine", "c.json", "-o", "out.json"]) == ExitStatus.USAGE_ERROR
+    assert "c.json holds a member (rank 0) that was written by a newer safe-tracectx" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
+    assert main(["report", "c.json"]) == ExitStatus.USAGE_ERROR
+    assert "upgrade safe-tracectx to read it" in capsys.readouterr().err

@@ -27,5 +27,8 @@ _MOVED: dict[str, str] = {
     **dict.fromkeys(["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"], "safe_tracectx.auditlog.log"),
 }
 
+#: The old module's ``__all__``: ``from ... import *`` still brings them (each with its warning).
+__all__ = list(_MOVED)
+
 if not TYPE_CHECKING:
     __getattr__ = moved_names(__name__, _MOVED)

@@ -93,8 +93,9 @@ class DataFileError(ValueError):
 
 
 #: What a report runs into in a document damaged deeper than :func:`validate` checks (an entry of a list that is
-#: not a dict, a key missing in one): :func:`damaged` makes it the ``DataFileError`` that names the document.
-RENDER_ERRORS: Final = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+#: not a dict, a key missing in one, a number too large for a float): :func:`damaged` makes it the
+#: ``DataFileError`` that names the document.
+RENDER_ERRORS: Final = (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError)
 
 
 def damaged(document: Mapping[str, object], source: str, error: BaseException) -> DataFileError:
@@ -146,10 +147,26 @@ def _body_problem(document: Mapping[str, Any]) -> str | None:
             for m in found
         ):
             return "'members' must list {name, source, audit} entries"
+        for member in found:
+            if (problem := _member_problem(member["audit"])) is not None:
+                return f"its member {member['name']!r} {problem}"
     else:
         tests = document.get("tests")
         if not isinstance(tests, dict) or not all(isinstance(test, dict) for test in tests.values()):
             return "'tests' must map node ids to summaries"
+    return None
+
+
+def _member_problem(audit: Mapping[str, Any]) -> str | None:
+    """What is wrong with a combined document's member audit (None: fine). A member made from a pytest report's
+    test lacks the call sites and pass runs of a run's audit: the keys it has are checked, not the ones it lacks."""
+    if audit.get("schema") != AUDIT_SCHEMA:
+        return f"is not a {NOUNS[AUDIT_SCHEMA]} (its schema is {audit.get('schema')!r:.40})"
+    for key, kind in _AUDIT_BODY.items():
+        if key in audit and not isinstance(audit[key], kind):
+            return f"is damaged: {key!r} is not a {kind.__name__}"
+    if not all(isinstance(value, int) for value in audit.get("counts", {}).values()):
+        return "is damaged: 'counts' holds something other than integers"
     return None
 
 
@@ -181,10 +198,21 @@ def validate(document: object, source: str, schemas: tuple[Schema, ...] = (AUDIT
     if schema not in schemas:
         wanted = " or ".join(NOUNS[s] for s in schemas)
         raise DataFileError(f"{source} is a {NOUNS[schema]}, not a {wanted}: give it to {READERS[schema]}")
+    for name, audit in _member_audits(document):  # a newer member in a combined file of this version: upgrade too
+        if audit.get("schema") == AUDIT_SCHEMA and (problem := version_problem(audit)) is not None:
+            raise DataFileError(f"{source} holds a member ({name}) that {problem}")
     problem = _body_problem(document)
     if problem is not None:
         raise DataFileError(f"{source} is a damaged {NOUNS[schema]}: {problem}")
     return cast(Document, document)
+
+
+def _member_audits(document: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """A combined document's members that look like members: (name, audit)."""
+    members = document.get("members") if document["schema"] == COMBINED_SCHEMA else None
+    if not isinstance(members, list):
+        return []
+    return [(str(m.get("name")), m["audit"]) for m in members if isinstance(m, dict) and isinstance(m.get("audit"), dict)]
 
 
 def read_document(path: str | Path) -> Document:
@@ -196,6 +224,8 @@ def read_document(path: str | Path) -> Document:
         document = json.loads(text)
     except (OSError, UnicodeError, ValueError) as error:
         raise DataFileError(f"cannot read {path}: {error}") from error
+    except RecursionError:  # json's decoder recurses per nesting level; no document safe-tracectx writes is this deep
+        raise DataFileError(f"cannot read {path}: its JSON is nested too deeply to be a safe-tracectx document") from None
     return validate(document, str(path))
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import array
 import collections
 import json
+import operator
 import os
 import threading
 from types import TracebackType
@@ -35,7 +36,7 @@ from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
 from safe_tracectx.auditlog.documents import OUTSIDE_PASSES as OTHER
 from safe_tracectx.auditlog.phases import phases
 
-__all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog"]
+__all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog", "checked_max_events"]
 
 #: The keys of each entry of ``pass_runs`` (the ``detail`` of a ``pass_run`` event).
 PASS_RUN_KEYS: Final = (
@@ -61,6 +62,21 @@ def _site_json(site: CallSite | None) -> Site | None:
 _ProxyContext = tuple[SiteKey | None, str, int | None, str, str | None, str | None]
 
 
+def checked_max_events(max_events: object) -> int | None:
+    """``max_events`` if it is None or an integer >= 0; else the error that says what it must be."""
+    if max_events is None:
+        return None
+    try:
+        if isinstance(max_events, bool):
+            raise TypeError
+        number = operator.index(max_events)  # type: ignore[arg-type]  # an int, or one of numpy's; else TypeError
+    except TypeError:
+        raise TypeError(f"max_events must be None or an integer >= 0, got {max_events!r:.60}") from None
+    if number < 0:
+        raise ValueError(f"max_events must be None or >= 0, got {number}")
+    return number
+
+
 class AuditLog:
     """Events (kept up to ``max_events``) and counters (always complete).
 
@@ -80,9 +96,7 @@ class AuditLog:
     """
 
     def __init__(self, max_events: int | None = None) -> None:
-        if max_events is not None and max_events < 0:
-            raise ValueError(f"max_events must be None or >= 0, got {max_events}")
-        self.max_events = max_events
+        self.max_events = checked_max_events(max_events)
         self.dropped = 0
         self.counts: collections.Counter[str] = collections.Counter()
         #: Proxies made per (call site, innermost pass running): the raw counts the views derive from.
@@ -145,18 +159,17 @@ class AuditLog:
         self, site: SiteKey | None, thread: str, trace: object, pass_name: str | None, name: str, via: str | None
     ) -> None:
         """Count a proxy made (``events.proxy_created``) and keep it unless ``max_events`` is reached."""
-        self.counts["proxy_created"] += 1
-        self._proxy_counts[(site, pass_name)] += 1
         max_events = self.max_events
-        if max_events is not None and len(self._proxy_names) + len(self._kept_events) >= max_events:
-            self.dropped += 1
-            return
-        context = (site, thread, None if trace is None else id(trace), describe_trace(trace), pass_name, via)
-        # Under the lock: a proxy's name and the index of its context are two appends, which another thread's
-        # proxy must not come between (it would pair this name with that thread's context).
+        keep = max_events is None or len(self._proxy_names) + len(self._kept_events) < max_events
+        context = (site, thread, None if trace is None else id(trace), describe_trace(trace), pass_name, via) if keep else None
+        # Under the lock: a count is a read and a write, which another thread's must not come between (it would be
+        # lost), and a proxy's name and the index of its context are two appends, which another thread's proxy must
+        # not come between (it would pair this name with that thread's context).
         with self._lock:
-            if max_events is not None and len(self._proxy_names) + len(self._kept_events) >= max_events:
-                self.dropped += 1  # another thread kept the last one meanwhile
+            self.counts["proxy_created"] += 1
+            self._proxy_counts[(site, pass_name)] += 1
+            if context is None or (max_events is not None and len(self._proxy_names) + len(self._kept_events) >= max_events):
+                self.dropped += 1  # the limit was reached (by another thread meanwhile, maybe)
                 return
             index = self._contexts.get(context)
             if index is None:
@@ -165,7 +178,11 @@ class AuditLog:
             self._proxy_names.append(name)
 
     def record(self, event: Event) -> None:
-        """Count ``event`` and keep it unless ``max_events`` is reached."""
+        """Count ``event`` and keep it unless ``max_events`` is reached (under the lock: every thread records here)."""
+        with self._lock:
+            self._record(event)
+
+    def _record(self, event: Event) -> None:
         self.counts[event.kind] += 1
         kind = event.kind
         if kind == "proxy_created":  # emitted as an Event: counted as record_proxy counts, kept as it is
@@ -198,11 +215,10 @@ class AuditLog:
             stats["seconds"] += event.detail.get("seconds", 0.0)
             stats["traces"] += event.detail.get("traces", 0)
             stats["violations"].extend(event.detail.get("violations", []))
-        with self._lock:
-            if self.max_events is None or len(self._proxy_names) + len(self._kept_events) < self.max_events:
-                self._kept_events.append((len(self._proxy_names), event))
-            else:
-                self.dropped += 1
+        if self.max_events is None or len(self._proxy_names) + len(self._kept_events) < self.max_events:
+            self._kept_events.append((len(self._proxy_names), event))
+        else:
+            self.dropped += 1
 
     # ---- views -----------------------------------------------------------------------
 
@@ -245,7 +261,9 @@ class AuditLog:
         if self._derived is None or self._derived[0] != made:
             by_site: collections.Counter[tuple[CallSite | None, str]] = collections.Counter()
             by_pass: collections.Counter[str] = collections.Counter()
-            for (site, pass_name), count in self._proxy_counts.items():
+            with self._lock:  # a copy: other threads may be counting meanwhile
+                raw = list(self._proxy_counts.items())
+            for (site, pass_name), count in raw:
                 label = phase_label(pass_name, "" if site is None else site[2]) or OTHER
                 by_site[(None if site is None else CallSite(*site), label)] += count
                 by_pass[label] += count

@@ -147,4 +147,7 @@ def report_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             print(f"HTML report written to {write_html(shown, args.html)}")
         except ReportFolderError as refused:
             return usage_error(parser, str(refused))
+        except DataFileError as error:  # damaged deeper than the text report reads: named as the file it is
+            cause = error.__cause__
+            return usage_error(parser, str(error) if cause is None else str(damaged(document, args.data_file, cause)))
     return ExitStatus.OK

@@ -178,7 +178,14 @@ class Block(Generic[_V]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "value_var" in cls.__dict__ or "owner_var" in cls.__dict__:  # its own pair: its own fast path
+        named = [name for name in ("value_var", "owner_var") if name in cls.__dict__]
+        if len(named) == 1:  # half a pair: its blocks and its base's would be taken for one stack, and close each other
+            other = "owner_var" if named == ["value_var"] else "value_var"
+            raise TypeError(
+                f"{cls.__qualname__} names its own {named[0]} but inherits {other}: a block's value and owner "
+                f"ContextVars are a pair; name both (value_var, owner_var = ContextVar(...), ContextVar(...)) or neither"
+            )
+        if named:  # its own pair: its own fast path
             _give_fast_path(cls)
 
     if TYPE_CHECKING:  # made by fast_path: _give_fast_path gives them to Block (below) and to a subclass on its own pair

@@ -25,7 +25,7 @@ from typing import Final
 
 from safe_tracectx._support import events
 from safe_tracectx._support.callsite import CallSite, find_call_site
-from safe_tracectx.auditlog.log import AuditLog
+from safe_tracectx.auditlog.log import AuditLog, checked_max_events
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import guard, patching
@@ -316,7 +316,7 @@ class audit(installed):
 
     def __init__(self, *, max_events: int | None = None) -> None:
         super().__init__(None, audit=False)
-        self._max_events = max_events
+        self._max_events = checked_max_events(max_events)  # refused here, at the caller's line, not at its enter
 
     def __enter__(self) -> AuditLog:  # type: ignore[override]
         if self._installation is not None:

@@ -24,5 +24,8 @@ _MOVED: dict[str, str] = {
     **dict.fromkeys(["site_text"], "safe_tracectx.auditlog.documents"),
 }
 
+#: The old module's ``__all__``: ``from ... import *`` still brings them (each with its warning).
+__all__ = list(_MOVED)
+
 if not TYPE_CHECKING:
     __getattr__ = moved_names(__name__, _MOVED)

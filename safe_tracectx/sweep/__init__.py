@@ -26,5 +26,8 @@ _MOVED: dict[str, str] = {
     **dict.fromkeys(["Finding", "SweepResult"], "safe_tracectx.sweep.findings"),
 }
 
+#: The old module's ``__all__``: ``from ... import *`` still brings them (each with its warning).
+__all__ = list(_MOVED)
+
 if not TYPE_CHECKING:
     __getattr__ = moved_names(__name__, _MOVED)
