@@ -267,9 +267,10 @@ def test_a_combined_file_holding_a_member_of_a_newer_version_says_upgrade_not_ze
     assert str(newer.value).endswith(" holds a member (rank 0) that was written by a newer safe-tracectx "
                                      "(safe-tracectx/audit version 3; this one reads version 2): upgrade safe-tracectx to read it")
     assert "damaged" not in str(newer.value)
-    for foreign, problem in (({"counts": {}}, "is not a safe-tracectx data file (its schema is None)"),
+    foreigns: tuple[tuple[dict[str, object], str], ...] = (({"counts": {}}, "is not a safe-tracectx data file (its schema is None)"),
                              ({**_audit(), "violations": {}}, "is damaged: 'violations' is not a list"),
-                             ({**_audit(), "counts": {"trace_set": "2"}}, "is damaged: 'counts' holds something other")):
+                             ({**_audit(), "counts": {"trace_set": "2"}}, "is damaged: 'counts' holds something other"))
+    for foreign, problem in foreigns:
         with pytest.raises(DataFileError, match=r"is a damaged combined file: its member 'rank 0' " + problem.replace("(", r"\(").replace(")", r"\)")):
             render(_combined_of(foreign))
     render(_combined_of({key: value for key, value in _audit().items() if key != "call_sites"}))  # a test's: fine
