@@ -16,11 +16,13 @@ from a file or from standard input (``-``); ``validate`` checks one already in m
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast, overload
 
+from safe_tracectx._support.callsite import CallSite, display_path
 from safe_tracectx.auditlog.document_types import (
     AuditDocument,
     CombinedDocument,
@@ -53,6 +55,8 @@ __all__ = [
     "rank_number",
     "rank_of",
     "read_document",
+    "relative_paths",
+    "site_document",
     "site_text",
     "validate",
     "version_problem",
@@ -288,3 +292,17 @@ def member_document(document: AuditDocument, source: str) -> Member:
     number = rank_number(document)
     name = f"rank {number}" if number is not None else str(document.get("test") or Path(source).name)
     return {"name": name, "source": source, "audit": document}
+
+
+def site_document(site: CallSite | None) -> Site | None:
+    """A call site as documents hold it: its file (relative where it can be), line and function."""
+    return None if site is None else {"file": display_path(site.filename), "line": site.lineno, "function": site.function}
+
+
+def relative_paths(text: str) -> str:
+    """A message with paths under the current folder made relative to it (as every report shows paths)."""
+    try:
+        here = os.getcwd() + os.sep
+    except OSError:
+        return text
+    return text.replace(here, "")

@@ -18,22 +18,24 @@ from __future__ import annotations
 
 import array
 import collections
+import contextlib
 import json
 import operator
-import os
 import threading
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Final, cast
 
 from safe_tracectx._support import events
-from safe_tracectx._support.callsite import CallSite, SiteKey, display_path
+from safe_tracectx._support.callsite import CallSite, SiteKey
 from safe_tracectx._support.events import Event
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import PASSES, phase_label
-from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, PassStats, Phase, Site
+from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, PassStats, Phase
 from safe_tracectx.auditlog.documents import AUDIT_SCHEMA as JSON_SCHEMA
 from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
 from safe_tracectx.auditlog.documents import OUTSIDE_PASSES as OTHER
+from safe_tracectx.auditlog.documents import relative_paths, site_document
 from safe_tracectx.auditlog.phases import phases
 
 __all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog", "checked_max_events"]
@@ -43,19 +45,6 @@ PASS_RUN_KEYS: Final = (
     "label", "kind", "role", "seconds", "changed", "proxies", "violations", "fingerprints", "thunderfx",
     "output_ids", "input_ids", "input_fingerprints",
 )
-
-
-def _relative(text: str) -> str:
-    """A message with paths under the current folder made relative to it (as every report shows paths)."""
-    try:
-        here = os.getcwd() + os.sep
-    except OSError:
-        return text
-    return text.replace(here, "")
-
-
-def _site_json(site: CallSite | None) -> Site | None:
-    return None if site is None else {"file": display_path(site.filename), "line": site.lineno, "function": site.function}
 
 
 #: What a kept proxy event shares with others: site, thread, trace id, trace, pass, and the wrapper that made it.
@@ -151,9 +140,16 @@ class AuditLog:
             events.proxy_sinks.remove(self.record_proxy)
             self._active = False
 
-    def stopped(self) -> _Paused:
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator[None]:
         """A block during which this log receives nothing (a clean-up that is not part of the report)."""
-        return _Paused(self)
+        was_running = self._active
+        self.stop()
+        try:
+            yield
+        finally:
+            if was_running:
+                self.start()
 
     def record_proxy(
         self, site: SiteKey | None, thread: str, trace: object, pass_name: str | None, name: str, via: str | None
@@ -304,23 +300,23 @@ class AuditLog:
             "pass_runs": cast("list[PassRun]", list(self.pass_runs)),  # each holds PASS_RUN_KEYS
             "phases": cast("list[Phase]", self.phases()),
             "call_sites": [
-                {"site": _site_json(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()
+                {"site": site_document(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()
             ],
-            "leaked_sets": [{"trace": e.trace, "site": _site_json(e.site), "thread": e.thread} for e in self.leaked_sets],
+            "leaked_sets": [{"trace": e.trace, "site": site_document(e.site), "thread": e.thread} for e in self.leaked_sets],
             "traceless": [
-                {"site": _site_json(site), "count": count} for site, count in self.traceless_by_site.most_common()
+                {"site": site_document(site), "count": count} for site, count in self.traceless_by_site.most_common()
             ],
             "violations": [
                 {
                     "error": e.detail["code"],
                     "check": e.detail["check"],
                     "action": e.detail["action"],
-                    "message": _relative(e.detail["message"]),
+                    "message": relative_paths(e.detail["message"]),
                     "fix": e.detail["fix"],
                     "kind": e.detail.get("kind"),
                     "names": e.detail.get("names", []),
                     "culprit": e.detail.get("culprit"),
-                    "site": _site_json(e.site),
+                    "site": site_document(e.site),
                     "pass": e.pass_name,
                     "thread": e.thread,
                 }
@@ -329,7 +325,7 @@ class AuditLog:
             "events": [
                 {
                     "kind": e.kind,
-                    "site": _site_json(e.site),
+                    "site": site_document(e.site),
                     "thread": e.thread,
                     "trace_id": e.trace_id,
                     "trace": e.trace,
@@ -344,20 +340,3 @@ class AuditLog:
         """``to_dict()`` as JSON text."""
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
-
-class _Paused:
-    """``with log.stopped():`` the log misses what happens in the block, then listens again."""
-
-    __slots__ = ("_log", "_was_running")
-
-    def __init__(self, log: AuditLog) -> None:
-        self._log = log
-        self._was_running = False
-
-    def __enter__(self) -> None:
-        self._was_running = self._log.running
-        self._log.stop()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._was_running:
-            self._log.start()
