@@ -45,6 +45,7 @@ TraceCheck = Literal[
     "fusion-name-clash",
     "traceless-proxy",
     "handover-mismatch",
+    "handover-emptied",
     "forward-reads-backward",
     "stale-after-in-place",
     "stale-proxy-after-swap",
@@ -92,6 +93,9 @@ FIXES: Final[dict[str, str]] = {
     "traceless-proxy": "traceless proxies must never enter a trace: recreate it inside `with tracectx(trace):`",
     "handover-mismatch": "the backward must unpack exactly what the forward saves, in the same order "
     "(update both sides together)",
+    "handover-emptied": "hand the saved-for-backward values over as tuples (the forward's return), which the "
+    "backward cannot empty, or make the backward leave what it is handed as it was: autograd hands the same objects "
+    "to every backward over one graph (retain_graph=True)",
     "forward-reads-backward": "keep what reads a cotangent out of every symbol the forward needs: never fuse or "
     "merge a backward computation into a symbol with a forward output (give it BoundSymbolTag.BACKWARD)",
     "stale-after-in-place": "make every later reader of an updated tensor read the in-place symbol's output "

@@ -154,6 +154,7 @@ STEPS: Final[dict[str, str]] = {
     "Constant Folding pass": "constant folding",
     "thunder.executors.torch_autograd.rename_bwd_trace_outputs": "rename backward outputs",
     "thunder.transforms.autodiff.grad_transform_on_trace": "autodiff grad transform",
+    "thunder.transforms.autodiff.split_into_forward_and_backward": "forward/backward split",
     "thunder.executors.passes._transform_for_operator_executor_execution": "operator executors",
     "thunder.core.rematerialization.rematerialize_forward_and_backward": "forward/backward remat",
     "thunder.core.transform_common.functionalize_inplace_ops": "functionalization",

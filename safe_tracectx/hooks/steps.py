@@ -36,6 +36,7 @@ from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.hooks import compilation as compilations
+from safe_tracectx.hooks.backward_calls import guarded_backward
 from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.checks import Violation, check_handover
@@ -100,6 +101,7 @@ def _make_python_callable(original: Callable[..., Any]) -> Callable[..., Any]:
         compilation = compilations.current()
         if compilation is not None:
             check_about_to_run(compilation, self, function)
+            function = guarded_backward(compilation, self, function)
         return function
 
     return python_callable

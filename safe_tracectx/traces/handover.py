@@ -18,6 +18,7 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.handover")
 
+import dataclasses
 from typing import Any
 
 from thunder.core.proxies import Proxy
@@ -28,7 +29,7 @@ from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["check_forward_backward", "check_handover"]
+__all__ = ["EmptiedPart", "check_forward_backward", "check_handover", "emptied_by_backward", "saved_part"]
 
 
 def check_handover(fw: TraceCtx, bw: TraceCtx, *, unread: bool = False) -> list[Violation]:
@@ -124,3 +125,53 @@ def check_forward_backward(fw: TraceCtx, bw: TraceCtx) -> list[Violation]:
     return check_handover(fw, bw)
 
 
+
+
+@dataclasses.dataclass(frozen=True)
+class EmptiedPart:
+    """A saved-for-backward collection the backward unpacks, then empties (``clear_mutable_collection(C1)``)."""
+
+    #: Its position in ``saved_for_backward`` (0: the saved tensors, 1: the other saved values).
+    position: int
+    #: The collection's name in the backward (``C1``) and the names it is unpacked into (``c``).
+    collection: str
+    names: tuple[str, ...]
+
+
+def emptied_by_backward(bw: TraceCtx) -> list[EmptiedPart]:
+    """The saved-for-backward collections ``bw`` empties once it has unpacked them.
+
+    Emptying is how a backward frees what it was handed; it is harmless when
+    each call is handed a fresh collection, and fatal for a second backward
+    over the same graph (``retain_graph=True``) when the forward's own list is
+    handed over again: that call unpacks an empty collection. Which of the two
+    happens is a fact of the run, so the collections found here are checked
+    when the backward is called (``hooks.backward_calls``)::
+
+        >>> import torch, thunder
+        >>> jitted = thunder.jit(lambda x: (x.sin() * 2).sum())
+        >>> jitted(torch.ones(2, requires_grad=True)).backward()
+        >>> [part.collection for part in emptied_by_backward(thunder.last_backward_traces(jitted)[-1])]
+        ['C0']
+    """
+    expect_trace(bw, "emptied_by_backward() bw", verb="must be")
+    collections = Program(bw).saved_collections()
+    if not collections:
+        return []
+    cleared = {
+        bsym.args[0].name
+        for bsym in bw.bound_symbols
+        if getattr(bsym.sym, "name", None) == "clear_mutable_collection" and bsym.args and isinstance(bsym.args[0], Proxy)
+    }
+    return [
+        EmptiedPart(position, collection.name, tuple(p.name for p in unpacked if isinstance(p, Proxy)))
+        for position, (collection, unpacked) in enumerate(collections)
+        if isinstance(collection, Proxy) and collection.name in cleared and unpacked
+    ]
+
+
+def saved_part(fw: Any, position: int) -> Any:
+    """The collection at ``position`` that a forward trace returns for its backward, as the trace holds it (a
+    list or a tuple; None: no such collection)."""
+    parts = Program(fw).saved_parts() if isinstance(fw, TraceCtx) else None
+    return parts[position] if parts is not None and position < len(parts) else None

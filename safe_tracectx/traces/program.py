@@ -193,6 +193,11 @@ class Program:
 
     def saved_for_backward(self) -> list[list[Any]] | None:
         """The values a forward trace saves for its backward, per collection (None: not a forward with a backward)."""
+        parts = self.saved_parts()
+        return None if parts is None else [list(part) for part in parts]
+
+    def saved_parts(self) -> tuple[Any, ...] | None:
+        """The collections a forward trace returns for its backward, as the trace holds them (lists or tuples)."""
         bsyms = self.trace.bound_symbols
         if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
             return None
@@ -204,7 +209,7 @@ class Program:
         parts = args[1]
         if not all(isinstance(part, tuple | list) for part in parts):
             return None
-        return [list(part) for part in parts]
+        return tuple(parts)
 
     def is_joint(self) -> bool:
         """A joint forward-backward trace (:func:`safe_tracectx.traces.joint.is_joint`)."""
@@ -245,6 +250,11 @@ class Program:
 
     def unpacked_saved(self) -> list[list[Any] | None] | None:
         """What a backward trace unpacks its first parameter (``saved_for_backward``) into, per collection."""
+        collections = self.saved_collections()
+        return None if collections is None else [names for _, names in collections]
+
+    def saved_collections(self) -> list[tuple[Any, list[Any] | None]] | None:
+        """Per collection of a backward trace's ``saved_for_backward``: (its proxy, what it is unpacked into)."""
         info = _signature(self.trace)
         if info is None or not info.args or info.args[0][0] != "saved_for_backward":
             return None
@@ -255,10 +265,10 @@ class Program:
         top = by_input.get("saved_for_backward")
         if top is None:
             return None
-        parts: list[list[Any] | None] = []
+        parts: list[tuple[Any, list[Any] | None]] = []
         for collection in _as_list(top.output):
             inner = by_input.get(collection.name) if isinstance(collection, Proxy) else None
-            parts.append(None if inner is None else list(_as_list(inner.output)))
+            parts.append((collection, None if inner is None else list(_as_list(inner.output))))
         return parts
 
 

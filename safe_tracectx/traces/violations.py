@@ -34,6 +34,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "traceless-proxy": LeakedProxyError,
     "use-before-definition": UseBeforeDefinitionError,
     "handover-mismatch": BrokenTraceError,
+    "handover-emptied": BrokenTraceError,
     "forward-reads-backward": BrokenTraceError,
     "stale-after-in-place": BrokenTraceError,
     "stale-proxy-after-swap": BrokenTraceError,
