@@ -9,17 +9,25 @@ output first defined a name::
     []
 
 Each entry is ``[symbol_name, [output names], [shape as a list, or None], [dtype as str, or None]]``.
+
+What a recorded pass run keeps is :func:`packed_fingerprint`, the same as one JSON
+text: a string is no work for the garbage collector, and a compile's runs keep
+tens of thousands of rows (documents unpack it, ``auditlog.documents``)::
+
+    >>> packed_fingerprint(TraceCtx())
+    '[]'
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from thunder.core.symbol import BoundSymbol
 
 from safe_tracectx.traces.bound_proxies import proxy_outs
 
-__all__ = ["fingerprint", "names_defined_by"]
+__all__ = ["fingerprint", "names_defined_by", "packed_fingerprint"]
 
 
 def _shape(proxy: Any) -> list[Any] | None:
@@ -58,6 +66,11 @@ def fingerprint(trace: Any) -> list[list[Any]]:
             ]
         )
     return entries
+
+
+def packed_fingerprint(trace: Any) -> str:
+    """``fingerprint(trace)`` as compact JSON text (what is not JSON as its ``str``, as ``AuditLog.to_json`` writes it)."""
+    return json.dumps(fingerprint(trace), separators=(",", ":"), default=str)
 
 
 def names_defined_by(trace: Any, *, skip_unpack: bool = False) -> frozenset[str]:
