@@ -21,7 +21,7 @@ tens of thousands of rows (documents unpack it, ``auditlog.documents``)::
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from thunder.core.symbol import BoundSymbol
 
@@ -52,25 +52,29 @@ def _outs(bsym: Any) -> tuple[Any, ...]:
     return proxy_outs(bsym) if isinstance(bsym, BoundSymbol) else tuple(getattr(bsym, "flat_proxy_outs", ()))
 
 
+def _row(bsym: Any) -> list[Any]:
+    outs = _outs(bsym)
+    return [
+        str(getattr(getattr(bsym, "sym", None), "name", "?")),
+        [p.name for p in outs],
+        [_shape(p) for p in outs],
+        [_dtype(p) for p in outs],
+    ]
+
+
 def fingerprint(trace: Any) -> list[list[Any]]:
     """``[symbol_name, [names], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order."""
-    entries: list[list[Any]] = []
-    for bsym in getattr(trace, "bound_symbols", ()):
-        outs = _outs(bsym)
-        entries.append(
-            [
-                str(getattr(getattr(bsym, "sym", None), "name", "?")),
-                [p.name for p in outs],
-                [_shape(p) for p in outs],
-                [_dtype(p) for p in outs],
-            ]
-        )
-    return entries
+    return [_row(bsym) for bsym in getattr(trace, "bound_symbols", ())]
+
+
+#: What is not JSON is written as its ``str``, as ``AuditLog.to_json`` writes it.
+_encode: Final = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 def packed_fingerprint(trace: Any) -> str:
-    """``fingerprint(trace)`` as compact JSON text (what is not JSON as its ``str``, as ``AuditLog.to_json`` writes it)."""
-    return json.dumps(fingerprint(trace), separators=(",", ":"), default=str)
+    """``fingerprint(trace)`` as compact JSON text, made a row at a time (each row's lists are gone before the
+    next is made: the whole fingerprint as lists would set off collections that see them all)."""
+    return "[" + ",".join(_encode(_row(bsym)) for bsym in getattr(trace, "bound_symbols", ())) + "]"
 
 
 def names_defined_by(trace: Any, *, skip_unpack: bool = False) -> frozenset[str]:
