@@ -50,6 +50,7 @@ __all__ = [
     "rendered",
     "keyed_runs",
     "member_document",
+    "pass_run_document",
     "pass_runs",
     "per_test_audits",
     "rank_number",
@@ -256,6 +257,26 @@ def pass_runs(document: AuditDocument) -> list[PassRun]:
     """The audit's ``pass_runs``; else the ``jit_traces`` that ``run`` derives from Thunder's kept traces."""
     runs = document.get("pass_runs") or document.get("jit_traces") or []
     return [run for run in runs if isinstance(run, dict)]
+
+
+def pass_run_document(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded pass run (or its ``pass_run`` event's detail) as documents hold it: each fingerprint a list of
+    rows, unpacked from the JSON text a pass run keeps (``traces.fingerprint.packed_fingerprint``)::
+
+        >>> pass_run_document({"label": "a", "fingerprints": ['[["sin",["t0"],[[2]],["float32"]]]'], "input_fingerprints": {}})
+        {'label': 'a', 'fingerprints': [[['sin', ['t0'], [[2]], ['float32']]]], 'input_fingerprints': {}}
+    """
+    document = dict(run)
+    if isinstance(prints := run.get("fingerprints"), list):
+        document["fingerprints"] = [_unpacked(p) for p in prints]
+    if isinstance(given := run.get("input_fingerprints"), dict):
+        document["input_fingerprints"] = {number: _unpacked(p) for number, p in given.items()}
+    return document
+
+
+def _unpacked(fingerprint: object) -> Any:
+    # A run recorded by hand (an event emitted with rows) is kept as it came.
+    return json.loads(fingerprint) if isinstance(fingerprint, str) else fingerprint
 
 
 def keyed_runs(runs: Iterable[PassRun]) -> list[tuple[RunKey, PassRun]]:

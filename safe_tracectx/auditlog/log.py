@@ -19,6 +19,7 @@ from __future__ import annotations
 import array
 import collections
 import contextlib
+import dataclasses
 import json
 import operator
 import threading
@@ -35,7 +36,7 @@ from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, PassSt
 from safe_tracectx.auditlog.documents import AUDIT_SCHEMA as JSON_SCHEMA
 from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
 from safe_tracectx.auditlog.documents import OUTSIDE_PASSES as OTHER
-from safe_tracectx.auditlog.documents import relative_paths, site_document
+from safe_tracectx.auditlog.documents import pass_run_document, relative_paths, site_document
 from safe_tracectx.auditlog.phases import phases
 
 __all__ = ["JSON_SCHEMA", "JSON_VERSION", "PASS_RUN_KEYS", "AuditLog", "checked_max_events"]
@@ -100,11 +101,8 @@ class AuditLog:
         #: Held while a record counts and keeps what it was given (every thread records into the one log).
         self._lock = threading.Lock()
         self.passes: dict[str, dict[str, Any]] = {}
-        #: Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
-        #: ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.traces.fingerprint``),
-        #: ``thunderfx`` (the ThunderFX split of a compilation or of the splitter's run, else None), and what
-        #: it was given: ``output_ids``, ``input_ids``, ``input_fingerprints`` (``safe_tracectx.hooks.trace_states``).
-        self.pass_runs: list[dict[str, Any]] = []
+        #: Every pass run in order, as recorded: its fingerprints packed (``pass_runs`` is each as documents hold it).
+        self._pass_runs: list[dict[str, Any]] = []
         self.violations: list[Event] = []
         self.traceless_by_site: collections.Counter[CallSite | None] = collections.Counter()
         self._open_sets: dict[int, Event] = {}
@@ -194,7 +192,7 @@ class AuditLog:
             self.traceless_by_site[site] += 1
         elif kind == "pass_run":
             detail = event.detail
-            self.pass_runs.append({key: detail.get(key) for key in PASS_RUN_KEYS})
+            self._pass_runs.append({key: detail.get(key) for key in PASS_RUN_KEYS})
             stats = self.passes.setdefault(
                 detail.get("label") or event.pass_name or "?",
                 {
@@ -238,8 +236,16 @@ class AuditLog:
                 kept.append(Event("proxy_created", site, thread, trace_id, trace, pass_name, detail))
             made = before
             if event is not None:
-                kept.append(event)
+                kept.append(event if event.kind != "pass_run" else dataclasses.replace(event, detail=pass_run_document(event.detail)))
         return kept
+
+    @property
+    def pass_runs(self) -> list[dict[str, Any]]:
+        """Every pass run in order: ``label``, ``kind``, ``role``, ``seconds``, ``changed``, ``proxies``,
+        ``violations``, ``fingerprints`` (one per output trace, see ``safe_tracectx.traces.fingerprint``),
+        ``thunderfx`` (the ThunderFX split of a compilation or of the splitter's run, else None), and what
+        it was given: ``output_ids``, ``input_ids``, ``input_fingerprints`` (``safe_tracectx.hooks.trace_states``)."""
+        return [pass_run_document(run) for run in self._pass_runs]
 
     @property
     def proxies_by_site(self) -> collections.Counter[tuple[CallSite | None, str]]:
@@ -277,7 +283,7 @@ class AuditLog:
 
     def phases(self) -> list[dict[str, Any]]:
         """The work by phase (:func:`safe_tracectx.auditlog.phases.phases`)."""
-        return phases(self.pass_runs, self.proxies_by_pass)
+        return phases(self._pass_runs, self.proxies_by_pass)
 
     def report(self, *, top: int = 15) -> str:
         """A text report that fits a terminal and is stable enough to diff (``report.render_text``)."""
@@ -297,7 +303,7 @@ class AuditLog:
             "dropped": self.dropped,
             "passes": passes,
             "proxies_by_pass": dict(sorted(self.proxies_by_pass.items())),
-            "pass_runs": cast("list[PassRun]", list(self.pass_runs)),  # each holds PASS_RUN_KEYS
+            "pass_runs": cast("list[PassRun]", self.pass_runs),  # each holds PASS_RUN_KEYS
             "phases": cast("list[Phase]", self.phases()),
             "call_sites": [
                 {"site": site_document(site), "pass": pass_name, "count": count} for site, pass_name, count in self.by_call_site()

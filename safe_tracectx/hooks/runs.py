@@ -36,7 +36,7 @@ from safe_tracectx.hooks.reporting import explain_failure, internal_error, repor
 from safe_tracectx.traces import swaps
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.checks import Violation, check_handover, generatable, region_name_clashes
-from safe_tracectx.traces.fingerprint import fingerprint
+from safe_tracectx.traces.fingerprint import fingerprint, packed_fingerprint
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
 
@@ -93,9 +93,9 @@ class PassRun:
         self._first_step = 0
         #: The bound symbols of each input at entry (by identity): an input changed in place is an output.
         self._symbols: list[tuple[int, ...]] = []
-        #: What it was given, for the ``pass_run`` event: per input the number of its state, and the fingerprints
-        #: of those no recorded pass run returned (``trace_states``); None when no audit was listening.
-        self._given: tuple[list[int], dict[str, list[list[Any]]]] | None = None
+        #: What it was given, for the ``pass_run`` event: per input the number of its state, and the (packed)
+        #: fingerprints of those no recorded pass run returned (``trace_states``); None when no audit was listening.
+        self._given: tuple[list[int], dict[str, str]] | None = None
 
     def enter(self) -> PassRun:
         """The pass begins: an injection point, then it is the current pass."""
@@ -333,7 +333,7 @@ def _finish(
             changed=_changed(run.inputs, outputs),
             proxies=run.proxies,
             violations=[str(v) for v, _ in found],
-            fingerprints=[fingerprint(t) for t in outputs],
+            fingerprints=[packed_fingerprint(t) for t in outputs],  # a document unpacks them
             thunderfx=run.thunderfx,
             output_ids=[trace_states.returned(t) for t in outputs],
             input_ids=input_ids,

@@ -25,7 +25,7 @@ import itertools
 import weakref
 from typing import Any, Final
 
-from safe_tracectx.traces.fingerprint import fingerprint
+from safe_tracectx.traces.fingerprint import packed_fingerprint
 
 __all__ = ["given", "inputs_given", "new_number", "returned"]
 
@@ -63,14 +63,14 @@ def given(trace: Any) -> int | None:
     return entry[1]
 
 
-def inputs_given(inputs: list[Any]) -> tuple[list[int], dict[str, list[list[Any]]]]:
-    """The number of each input's state, and the fingerprint of each one no recorded pass run returned so."""
+def inputs_given(inputs: list[Any]) -> tuple[list[int], dict[str, str]]:
+    """The number of each input's state, and the (packed) fingerprint of each one no recorded pass run returned so."""
     numbers: list[int] = []
-    prints: dict[str, list[list[Any]]] = {}
+    prints: dict[str, str] = {}
     for trace in inputs:
         number = given(trace)
         if number is None:
             number = new_number()
-            prints[str(number)] = fingerprint(trace)
+            prints[str(number)] = packed_fingerprint(trace)
         numbers.append(number)
     return numbers, prints

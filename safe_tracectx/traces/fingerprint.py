@@ -9,17 +9,25 @@ output first defined a name::
     []
 
 Each entry is ``[symbol_name, [output names], [shape as a list, or None], [dtype as str, or None]]``.
+
+What a recorded pass run keeps is :func:`packed_fingerprint`, the same as one JSON
+text: a string is no work for the garbage collector, and a compile's runs keep
+tens of thousands of rows (documents unpack it, ``auditlog.documents``)::
+
+    >>> packed_fingerprint(TraceCtx())
+    '[]'
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Final
 
 from thunder.core.symbol import BoundSymbol
 
 from safe_tracectx.traces.bound_proxies import proxy_outs
 
-__all__ = ["fingerprint", "names_defined_by"]
+__all__ = ["fingerprint", "names_defined_by", "packed_fingerprint"]
 
 
 def _shape(proxy: Any) -> list[Any] | None:
@@ -44,20 +52,29 @@ def _outs(bsym: Any) -> tuple[Any, ...]:
     return proxy_outs(bsym) if isinstance(bsym, BoundSymbol) else tuple(getattr(bsym, "flat_proxy_outs", ()))
 
 
+def _row(bsym: Any) -> list[Any]:
+    outs = _outs(bsym)
+    return [
+        str(getattr(getattr(bsym, "sym", None), "name", "?")),
+        [p.name for p in outs],
+        [_shape(p) for p in outs],
+        [_dtype(p) for p in outs],
+    ]
+
+
 def fingerprint(trace: Any) -> list[list[Any]]:
     """``[symbol_name, [names], [shapes], [dtypes]]`` per top-level bound symbol of ``trace``, in order."""
-    entries: list[list[Any]] = []
-    for bsym in getattr(trace, "bound_symbols", ()):
-        outs = _outs(bsym)
-        entries.append(
-            [
-                str(getattr(getattr(bsym, "sym", None), "name", "?")),
-                [p.name for p in outs],
-                [_shape(p) for p in outs],
-                [_dtype(p) for p in outs],
-            ]
-        )
-    return entries
+    return [_row(bsym) for bsym in getattr(trace, "bound_symbols", ())]
+
+
+#: What is not JSON is written as its ``str``, as ``AuditLog.to_json`` writes it.
+_encode: Final = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
+def packed_fingerprint(trace: Any) -> str:
+    """``fingerprint(trace)`` as compact JSON text, made a row at a time (each row's lists are gone before the
+    next is made: the whole fingerprint as lists would set off collections that see them all)."""
+    return "[" + ",".join(_encode(_row(bsym)) for bsym in getattr(trace, "bound_symbols", ())) + "]"
 
 
 def names_defined_by(trace: Any, *, skip_unpack: bool = False) -> frozenset[str]:
