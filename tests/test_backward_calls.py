@@ -127,3 +127,35 @@ def test_the_guard_passes_every_call_through_unchanged() -> None:
     with installed(STRICT), pytest.raises(BrokenTraceError, match="handed 0 saved values in C1") as info:
         guarded([[], []], ())
     assert info.value.culprit == ("my split", "my.split") and len(calls) == 2  # raised before the call
+
+
+def test_a_backward_called_after_uninstall_is_left_to_thunder(lists_handed_over: None) -> None:
+    """The guarded backward stays in Thunder's compile cache; once the hooks are gone it checks nothing (the
+    default policy, strict, must not raise for an installation that ended)."""
+    jitted = _jitted()
+    x = torch.randn(3, requires_grad=True)
+    with installed(STRICT):
+        out = jitted(x, 2.0)
+        out.backward(retain_graph=True)
+    with pytest.raises(ValueError, match="not enough values to unpack") as info:
+        out.backward()
+    assert not isinstance(info.value, stc.TraceContextError)
+    with installed(STRICT), pytest.raises(BrokenTraceError, match="handed 0 saved values in C1"):
+        out = jitted(x, 2.0)  # the cached backward, checked again under a new installation
+        out.backward(retain_graph=True)
+        out.backward()
+
+
+def test_a_collection_of_the_wrong_size_that_is_not_empty_is_left_to_the_call() -> None:
+    """Only an emptied collection is this check's finding: one of another size was never emptied by a backward,
+    and the message (an earlier call emptied it) would send the user the wrong way."""
+    calls: list[Any] = []
+
+    def backward_fn(saved_for_backward: Any, cotangents: Any) -> str:
+        calls.append(saved_for_backward)
+        return "grads"
+
+    guarded = guard_backward(backward_fn, [EmptiedPart(1, "C1", ("c",))], {1: ("my split", "my.split")})
+    with stc.audit() as log, installed(STRICT):
+        assert guarded([[], [1.0, 2.0]], ()) == "grads"
+    assert log.violations == [] and len(calls) == 1

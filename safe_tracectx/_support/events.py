@@ -45,7 +45,8 @@ class _Switch:
         self.on = False
 
 
-#: On while Thunder's proxy naming is hooked (set by ``hooks.installer``): the hook records each proxy it names.
+#: On while the hooks are in place (set by ``hooks.installer``): the proxy naming hook records each proxy it names,
+#: and a compiled backward the hooks wrapped (``hooks.backward_calls``) checks its saved values.
 naming_hooked: Final[_Switch] = _Switch()
 #: The rematerialization pass running now in this context (None: outside every audited pass).
 current_pass: Final[ContextVar[str | None]] = ContextVar("safe_tracectx.current_pass", default=None)

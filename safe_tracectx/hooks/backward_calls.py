@@ -23,6 +23,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from safe_tracectx._support import events
 from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.reporting import internal_error, report_all, switched_off
@@ -54,21 +55,24 @@ def guard_backward(
     function: Callable[..., Any], parts: Sequence[EmptiedPart], culprits: Mapping[int, tuple[str, str]]
 ) -> Any:
     """``function`` (a compiled backward), checking before each call that each of ``parts`` of its
-    ``saved_for_backward`` holds as many values as it unpacks; a collection short of them is reported before the
-    call fails, charged to its culprit (``culprits``: (label, qualname) by position)."""
+    ``saved_for_backward`` still holds the values it unpacks; an emptied one is reported before the call fails,
+    charged to its culprit (``culprits``: (label, qualname) by position). Checked only while safe-tracectx is
+    installed."""
     if not parts:
         return function
     expected = tuple((part.position, len(part.names)) for part in parts)
 
     @functools.wraps(function)
     def backward_fn(saved_for_backward: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            intact = all(len(saved_for_backward[position]) == count for position, count in expected)
-        except Exception:  # noqa: BLE001 - not the shape Thunder hands over: the call says what is wrong
-            intact = True
-        if not intact:
-            short = [part for part, (position, count) in zip(parts, expected) if len(saved_for_backward[position]) != count]
-            _report(short, saved_for_backward, culprits)
+        # It stays in Thunder's compile cache after uninstall(): with the hooks gone, Thunder's backward runs as is.
+        if events.naming_hooked.on:
+            try:
+                emptied = [part for part, (position, count) in zip(parts, expected)
+                           if count and len(saved_for_backward[position]) == 0]
+            except Exception:  # noqa: BLE001 - not the shape Thunder hands over: the call says what is wrong
+                emptied = []
+            if emptied:  # a collection of another size was never emptied: the call itself says what is wrong
+                _report(emptied, saved_for_backward, culprits)
         return function(saved_for_backward, *args, **kwargs)
 
     return backward_fn
