@@ -49,6 +49,7 @@ TraceCheck = Literal[
     "forward-reads-backward",
     "stale-after-in-place",
     "stale-proxy-after-swap",
+    "detached-under-grad",
     "generated-code",
     "borrowed-namer",
     "replaced-name",
@@ -105,6 +106,10 @@ FIXES: Final[dict[str, str]] = {
     "included (bsym.from_bsym_swap_proxies(swap_map) with the map keyed by variableify(proxy)), or trace the "
     "symbols again on the new proxy so that their outputs are computed for it; a pass that changes a proxy's "
     "shape or dtype in place must swap every symbol computed before it that reads it",
+    "detached-under-grad": "remove the DETACHED_AUTOGRAD_GRAPH tag from a symbol's outputs when the call is made "
+    "with grad enabled, whatever the grad mode inside its meta (a higher-order function's forward with a "
+    "torch.no_grad() region): wrap the meta in thunder.torch.call_higher_order_function_and_consider_outer_autograd_"
+    "setting, as Thunder's torch.autograd.Function path does",
     "generated-code": "a bound symbol's name is what the generated program calls: give it an identifier that its "
     "call context (bsym._call_ctx) defines",
     "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "

@@ -30,7 +30,10 @@ from contextvars import ContextVar
 from types import FrameType
 from typing import Any, Final
 
+import torch
+
 from safe_tracectx.traces.checks import Violation, trace_findings
+from safe_tracectx.traces.grad_mode import detached_across
 
 __all__ = ["Compilation", "Step", "checked_kind", "current", "end", "is_backward", "signature_name", "start"]
 
@@ -69,7 +72,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "_kept", "_names", "_by_trace", "_findings", "__weakref__")
+                 "grad_enabled", "_kept", "_names", "_by_trace", "_findings", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
         #: (code, id) of the frame of the outermost Thunder call that runs the compilation (``thunder.jit``'s
@@ -78,6 +81,8 @@ class Compilation:
         self.extent = None if extent is None else (extent.f_code, id(extent))
         #: The compilation this one runs inside (a jit called by a Transform of another): current again after it.
         self.outer = outer
+        #: The grad mode the jit call was made in (made when the interpretation starts, before it changes any).
+        self.grad_enabled = torch.is_grad_enabled()
         self.forward: Any = None
         self.backward: Any = None
         #: The forward and backward Thunder made callables of (about to run), until both are there.
@@ -165,6 +170,14 @@ class Compilation:
         else:
             violations, notes = cached[2], cached[3]
         return (violations + notes, []) if executed else (violations, notes)
+
+    def detached(self, outputs: list[Any], *, since: int, maker: str) -> list[tuple[Violation, Any]]:
+        """The outputs detached under grad in the interpretation's computation traces (the only ones that still
+        hold the grad-mode markers: ``traces.grad_mode``): those its own function (``maker``) made from step
+        ``since`` on, then ``outputs``; followed from the mode of the jit call."""
+        made = [s.ref() for s in self.steps[since:] if s.maker == maker]
+        traces = {id(t): t for t in (*made, *outputs) if t is not None and checked_kind(t)}
+        return detached_across(traces.values(), grad_enabled=self.grad_enabled)
 
     def seen(self, trace: Any) -> bool:
         """True if ``trace`` was checked already and has not changed since."""

@@ -55,16 +55,18 @@ def culprit_error(
 ) -> TraceContextError:
     """The error for ``violation`` found in ``trace``, charged to what made it.
 
-    That is the first step of the compilation whose trace has it; else the step
-    that made ``trace``; else ``fallback`` (the pass that returned or handed on
-    the trace). ``known`` is the step already found to be the culprit.
+    That is what the violation itself names (``Violation.culprit``: a symbol's
+    meta), else the first step of the compilation whose trace has it; else the
+    step that made ``trace``; else ``fallback`` (the pass that returned or handed
+    on the trace); the step is said in the message. ``known`` is the step already
+    found to be the culprit.
     """
     step = known
     if step is None and compilation is not None:
         step = compilation.culprit_of(violation.kind, violation.name)
     if step is None and compilation is not None:
         step = compilation.step_of(trace)
-    made_by = fallback if step is None else step.culprit
+    made_by = violation.culprit or (fallback if step is None else step.culprit)
     error = violation.to_error(site, context=context)
     if step is not None and made_by != fallback:
         error.message += f"; it first appears in the trace made by {step.describe()}"

@@ -218,10 +218,7 @@ def _update_pair(run: PassRun, outputs: list[TraceCtx], sides: tuple[TraceCtx | 
         if bw is not None:
             compilation.backward = bw
     elif run.role in ("forward", "backward") and len(outputs) == 1:
-        if run.role == "forward":
-            compilation.forward = outputs[0]
-        else:
-            compilation.backward = outputs[0]
+        setattr(compilation, run.role, outputs[0])  # the side of that role
 
 
 def _pair_violations(run: PassRun, sides: tuple[TraceCtx | None, TraceCtx | None] | None) -> list[tuple[Violation, TraceCtx]]:
@@ -292,6 +289,8 @@ def _found_after(
         for trace in outputs:
             if compilation.step_of(trace) is None:
                 compilation.record_step(trace, run.label, run.qualname, within=None)
+        if run.kind == "tracing":  # the interpretation's computation traces: their grad-mode markers are still there
+            found += [f for v, t in compilation.detached(outputs, since=run._first_step, maker=run.qualname) for f in _found_in(run, t, [v])]
         if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):
             found += [f for t in filter(compilations.checked_kind, outputs) for f in _found_in(run, t, swaps.computed_before(resized, t))]
     found += _pair_violations(run, sides)

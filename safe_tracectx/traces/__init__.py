@@ -5,6 +5,7 @@
 - ``joint``: a joint forward-backward trace as Thunder's split reads it;
 - ``checks``: the trace checks (``check_trace``, ``trace_findings``);
 - ``handover``: the forward/backward saved-for-backward hand-over;
+- ``grad_mode``: a symbol called with grad enabled whose output is detached from autograd;
 - ``generated_code``: whether a trace's Python compiles and calls only what it defines;
 - ``violations``: ``Violation``, one finding with its names and its fix;
 - ``fingerprint``: a trace's content as a hash, to see a pass mutate its input.

@@ -38,6 +38,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "forward-reads-backward": BrokenTraceError,
     "stale-after-in-place": BrokenTraceError,
     "stale-proxy-after-swap": BrokenTraceError,
+    "detached-under-grad": BrokenTraceError,
     "generated-code": BrokenTraceError,
 }
 
@@ -51,6 +52,9 @@ class Violation:
     message: str
     where: str
     also: tuple[str, ...] = ()
+    #: What made the problem, when the check knows it better than by the trace's step (label, qualname): the
+    #: function that is a symbol's meta, for a tag its outputs should not carry.
+    culprit: tuple[str, str] | None = None
 
     @property
     def fix(self) -> str:
@@ -62,6 +66,7 @@ class Violation:
         error = error_type(f"{context}{self.message} ({self.where})", fix=self.fix, site=site)
         error.kind = self.kind
         error.names = tuple(dict.fromkeys((self.name, *self.also)))
+        error.culprit = self.culprit
         return error
 
     def __str__(self) -> str:

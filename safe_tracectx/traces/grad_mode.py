@@ -1,0 +1,128 @@
+"""A symbol called with grad enabled whose output is detached from autograd (``detached-under-grad``).
+
+By Thunder's semantics a symbol called while grad is disabled (``torch.no_grad()``, ``torch.set_grad_enabled(False)``,
+tracked in the compile data's ``is_grad_enabled``) tags its tensor outputs ``ProxyTag.DETACHED_AUTOGRAD_GRAPH``,
+and the vjp treats a symbol with a tagged output as a constant: it gets no backward. A symbol called with grad
+enabled must not carry the tag, whatever its meta did inside (a higher-order function whose forward has a
+``torch.no_grad()`` region: Thunder #1620); if it does, the forward/backward split gives it no gradient and the
+program computes something else (its result does not require grad).
+
+The grad mode can be followed only in a trace that still holds Thunder's grad-mode markers, the top-level
+``set_grad_enabled`` symbols each ``with torch.no_grad():`` records on entry and exit: the computation trace the
+interpretation makes (Thunder removes them next, "Remove context manager prims"). The walk starts at the mode the
+jit call was made in, and each marker sets it::
+
+    >>> import torch, thunder
+    >>> def f(x):
+    ...     with torch.no_grad():
+    ...         y = x.sin()
+    ...     return x.cos() + y
+    >>> jitted = thunder.jit(f)
+    >>> _ = jitted(torch.ones(2, requires_grad=True))
+    >>> detached_under_grad(thunder.last_traces(jitted)[0], grad_enabled=True)
+    []
+"""
+
+from __future__ import annotations
+
+from safe_tracectx._support.extras import require_thunder
+
+require_thunder("safe_tracectx.traces.grad_mode")
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, Final
+
+from thunder.core.proxies import ProxyTag, TensorProxy
+
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.violations import Violation, bsym_label
+
+__all__ = ["detached_across", "detached_under_grad", "meta_definer"]
+
+#: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
+_MARKER: Final = "set_grad_enabled"
+
+
+def _detached_tag() -> Any:
+    """Thunder's tag (``thunder.torch`` registers it; None on a Thunder without it)."""
+    import thunder.torch  # noqa: F401 - registers the tag
+
+    return getattr(ProxyTag, "DETACHED_AUTOGRAD_GRAPH", None)
+
+
+def _marker_mode(bsym: Any) -> bool | None:
+    """The grad mode a marker sets (None: not a plain bool, the mode cannot be followed past it)."""
+    enabled = bsym.args[0] if bsym.args else bsym.kwargs.get("enabled")
+    return enabled if type(enabled) is bool else None
+
+
+def meta_definer(bsym: Any) -> tuple[str, str] | None:
+    """(qualname, ``module.qualname``) of the function that is the symbol's meta, what computed its outputs
+    (its own code, no wrapper looked through: ``functools.wraps`` may point at a generated program); None if
+    the meta is no Python function."""
+    meta = getattr(getattr(bsym, "sym", None), "meta", None)
+    code = getattr(meta, "__code__", None)
+    if code is None:
+        return None
+    module = getattr(meta, "__globals__", {}).get("__name__", "?")
+    return code.co_qualname, f"{module}.{code.co_qualname}"
+
+
+def detached_under_grad(trace: Any, *, grad_enabled: bool, made_by: str = "") -> list[Violation]:
+    """Each top-level symbol of ``trace`` called with grad enabled (``grad_enabled``: the mode at the start of
+    the trace) whose tensor output, not one of its own inputs, carries ``DETACHED_AUTOGRAD_GRAPH``; reads only.
+    ``made_by``: the step that made the trace, for the message."""
+    tag = _detached_tag()
+    if tag is None:
+        return []
+    found: list[Violation] = []
+    enabled: bool | None = grad_enabled
+    made = f" in the trace made by {made_by}" if made_by else ""
+    for index, bsym in enumerate(trace.bound_symbols):
+        if getattr(bsym.sym, "id", None) == _MARKER:
+            enabled = _marker_mode(bsym)
+            if enabled is None:
+                return found  # a mode we cannot know: nothing after it is judged
+            continue
+        if not enabled:
+            continue
+        inputs = {p.name for p in proxy_args(bsym)}
+        for proxy in proxy_outs(bsym):
+            if not isinstance(proxy, TensorProxy) or proxy.name in inputs or tag not in getattr(proxy, "tags", ()):
+                continue
+            where = bsym_label(index, bsym)
+            definer = meta_definer(bsym)
+            meta = f" (its meta, {definer[1]}, returned it tagged)" if definer else ""
+            found.append(Violation(
+                "detached-under-grad", proxy.name,
+                f"{where}{made} is called with grad enabled, but its output {proxy.name} carries "
+                f"ProxyTag.DETACHED_AUTOGRAD_GRAPH{meta}, the tag of a value computed with grad disabled (a "
+                "grad-disabled region inside the symbol, such as a torch.no_grad() in its forward, left it there): "
+                f"the gradient of {proxy.name} is lost, the forward/backward split will treat the symbol as a "
+                "constant and give it no backward, so the program's result does not require grad through it",
+                where, culprit=None if definer is None else (definer[0], definer[1]),
+            ))
+    return found
+
+
+def detached_across(traces: Iterable[Any], *, grad_enabled: bool) -> list[tuple[Violation, Any]]:
+    """:func:`detached_under_grad` of the interpretation's computation traces, in the order made (the one it
+    first made, then the one it returns with the proxies renamed after the user's variables): each output once,
+    charged to the first trace that has it, with the names it has in the later ones (the renaming maps the bound
+    symbols and their outputs one to one, so an output keeps its symbol's index and its place)."""
+    found: dict[tuple[str, int], tuple[Violation, Any]] = {}  # (where, place among its symbol's) -> first
+    for trace in traces:
+        places: dict[str, int] = {}
+        for violation in detached_under_grad(trace, grad_enabled=grad_enabled):
+            place = places[violation.where] = places.get(violation.where, -1) + 1
+            key = (violation.where, place)
+            if key not in found:
+                found[key] = (violation, trace)
+                continue
+            first, made_in = found[key]
+            if violation.name != first.name and violation.name not in first.also:
+                named = f"its output {first.name}"
+                message = first.message.replace(named, f"{named} (named {violation.name} in a later trace of the step)", 1)
+                found[key] = (dataclasses.replace(first, also=(*first.also, violation.name), message=message), made_in)
+    return list(found.values())
