@@ -228,3 +228,13 @@ def test_inputs_that_do_not_require_grad_are_silent() -> None:
         with stc.audit() as log, installed(STRICT):
             jitted(*inputs)
         assert log.violations == [], function.__name__
+
+
+def test_the_fix_points_at_the_path_that_removes_the_tag_not_at_the_function_lookaside_that_leaks_it() -> None:
+    jitted = thunder.jit(lambda x: _NoGradSin.apply(x) * 2)  # type: ignore[no-untyped-call]
+    with stc.audit(), installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        jitted(_x())
+    assert info.value.culprit is not None and "_general_jit_torch_autograd_function_apply_lookaside" in info.value.culprit[1]
+    assert "torch.ops.higher_order.autograd_function_apply lookaside does" in info.value.fix
+    assert "as Thunder's torch.autograd.Function path does" not in info.value.fix
+
