@@ -238,3 +238,45 @@ def test_the_fix_points_at_the_path_that_removes_the_tag_not_at_the_function_loo
     assert "torch.ops.higher_order.autograd_function_apply lookaside does" in info.value.fix
     assert "as Thunder's torch.autograd.Function path does" not in info.value.fix
 
+
+def _frozen(x: torch.Tensor) -> torch.Tensor:
+    return _NoGradSin.apply(x) * 2  # type: ignore[no-any-return,no-untyped-call]
+
+
+def _detached(x: torch.Tensor) -> torch.Tensor:
+    return _NoGradSin.apply(x.detach()) * 2 + x  # type: ignore[no-any-return,no-untyped-call]
+
+
+@pytest.mark.parametrize("function, requires_grad", [(_frozen, False), (_detached, True)])
+def test_a_leaked_tag_on_a_symbol_that_reads_nothing_needing_grad_is_silent(function: Any, requires_grad: bool) -> None:
+    """Grad enabled, but the Function reads no tensor that needs grad (an input that does not require it, a detached
+    one): eager gives it no gradient either, Thunder's result is eager's."""
+    x = torch.randn(2, 2, requires_grad=requires_grad)
+    expected = function(x)
+    jitted = thunder.jit(function)
+    with stc.audit() as log, installed(STRICT):
+        actual = jitted(x)
+    assert log.violations == []
+    torch.testing.assert_close(actual, expected)
+    assert actual.requires_grad is expected.requires_grad is requires_grad
+
+
+def test_a_leaked_tag_on_a_symbol_reading_a_value_computed_from_a_parameter_is_raised() -> None:
+    """The interpretation's proxies do not say an intermediate needs grad: the check follows it from the weights."""
+    linear = torch.nn.Linear(2, 2)
+    jitted = thunder.jit(lambda x: _NoGradSin.apply(linear(x)) * 2)  # type: ignore[no-untyped-call]
+    with stc.audit(), installed(STRICT), pytest.raises(BrokenTraceError, match="NoGradSin"):
+        jitted(torch.randn(2, 2))
+
+
+def _written_into(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    y = x.cos()
+    y.mul_(w)  # y needs grad from here on, though it was computed from x alone
+    return _NoGradSin.apply(y) * 2  # type: ignore[no-any-return,no-untyped-call]
+
+
+def test_a_value_an_in_place_op_made_need_grad_is_followed() -> None:
+    x, w = torch.randn(2, 2), torch.randn(2, 2, requires_grad=True)
+    assert _written_into(x, w).requires_grad  # eager: a gradient for w
+    with stc.audit(), installed(STRICT), pytest.raises(BrokenTraceError, match="NoGradSin"):
+        thunder.jit(_written_into)(x, w)

@@ -33,6 +33,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, Final
 
+from thunder.core.prims import PrimIDs
 from thunder.core.proxies import ProxyTag, TensorProxy
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
@@ -42,6 +43,8 @@ __all__ = ["detached_across", "detached_under_grad", "meta_definer"]
 
 #: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
 _MARKER: Final = "set_grad_enabled"
+#: Symbols whose outputs need no grad whatever they read (``x.detach()``: Thunder tags nothing, its vjp is none).
+_CUTS: Final = frozenset({"torch.detach"})
 
 
 def _detached_tag() -> Any:
@@ -69,27 +72,48 @@ def meta_definer(bsym: Any) -> tuple[str, str] | None:
     return code.co_qualname, f"{module}.{code.co_qualname}"
 
 
+def _reads(bsym: Any) -> set[str]:
+    """The names of the proxies ``bsym`` reads, its own and those its subsymbols read."""
+    return {p.name for p in proxy_args(bsym)}.union(*map(_reads, getattr(bsym, "subsymbols", ())))
+
+
+def _written(bsym: Any) -> set[str]:
+    """The names of the proxies ``bsym`` writes into (the destination of each ``copy_`` in it: an in-place op)."""
+    copy = getattr(bsym.sym, "id", None) == PrimIDs.COPY_ and len(bsym.args) > 1  # prims.copy_(src, dst)
+    own = {bsym.args[1].name} if copy and isinstance(bsym.args[1], TensorProxy) else set()
+    return own.union(*map(_written, getattr(bsym, "subsymbols", ())))
+
+
 def detached_under_grad(trace: Any, *, grad_enabled: bool, made_by: str = "") -> list[Violation]:
     """Each top-level symbol of ``trace`` called with grad enabled (``grad_enabled``: the mode at the start of
-    the trace) whose tensor output, not one of its own inputs, carries ``DETACHED_AUTOGRAD_GRAPH``; reads only.
-    ``made_by``: the step that made the trace, for the message."""
+    the trace) that reads a tensor needing grad and whose tensor output, not one of its own inputs, carries
+    ``DETACHED_AUTOGRAD_GRAPH``; reads only. ``made_by``: the step that made the trace, for the message.
+
+    A tensor needs grad if its proxy says so (an input, a parameter) or a symbol called with grad enabled
+    computed it from one (the interpretation's proxies do not say it): a symbol that reads none has no gradient
+    to lose, eager autograd gives its result none either (inputs that do not require grad, frozen weights)."""
     tag = _detached_tag()
     if tag is None:
         return []
     found: list[Violation] = []
     enabled: bool | None = grad_enabled
     made = f" in the trace made by {made_by}" if made_by else ""
+    needing = {p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy) and p.requires_grad}
     for index, bsym in enumerate(trace.bound_symbols):
         if getattr(bsym.sym, "id", None) == _MARKER:
             enabled = _marker_mode(bsym)
             if enabled is None:
                 return found  # a mode we cannot know: nothing after it is judged
             continue
-        if not enabled:
+        outs = [p for p in proxy_outs(bsym) if isinstance(p, TensorProxy)]
+        needing.update(p.name for p in outs if getattr(p, "requires_grad", False) is True)
+        if not enabled or bsym.sym.id in _CUTS or not _reads(bsym) & needing:
             continue
         inputs = {p.name for p in proxy_args(bsym)}
-        for proxy in proxy_outs(bsym):
-            if not isinstance(proxy, TensorProxy) or proxy.name in inputs or tag not in getattr(proxy, "tags", ()):
+        # What eager autograd would give a grad_fn (the lost ones too), and what an in-place op wrote into.
+        needing.update({p.name for p in outs} | _written(bsym))
+        for proxy in outs:
+            if proxy.name in inputs or tag not in getattr(proxy, "tags", ()):
                 continue
             where = bsym_label(index, bsym)
             definer = meta_definer(bsym)
