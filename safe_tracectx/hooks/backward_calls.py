@@ -92,10 +92,9 @@ def _report(short: list[EmptiedPart], saved_for_backward: Any, culprits: Mapping
             f"fail unpacking {part.collection}",
             f"the saved-for-backward hand-over of backward_fn, made by {culprit[0]} ({culprit[1]})",
             also=part.names,
+            culprit=culprit,
         )
-        error = violation.to_error(find_call_site())
-        error.culprit = culprit
-        errors.append(error)
+        errors.append(violation.to_error(find_call_site()))
     report_all(errors)
 
 
