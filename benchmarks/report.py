@@ -39,7 +39,7 @@ class Comparison:
 COMPARISONS = (
     Comparison(COMPILE_GROUP, "strict, pass hooks off", "plain", "compile nanoGPT: install(STRICT), pass hooks off", 1.01),
     Comparison(COMPILE_GROUP, "strict", "plain", "compile nanoGPT: install(STRICT), every pass hooked", 1.02),
-    Comparison(COMPILE_GROUP, "strict+audit", "plain", "compile nanoGPT: install(STRICT, audit=True)", 1.05),
+    Comparison(COMPILE_GROUP, "strict+audit", "plain", "compile nanoGPT: install(STRICT, audit=True)", 1.03),
     Comparison("enter/exit", "safe tracectx", "thunder tracectx", "tracectx enter/exit vs Thunder's tracectx", 0.6),
     Comparison("enter/exit", "safe tracectx", "bare set/reset", "tracectx enter/exit vs a bare set/reset", 2.5),
     Comparison("enter/exit", "safe scratch_trace", "thunder detached_trace", "scratch_trace vs Thunder's detached_trace", 0.8),

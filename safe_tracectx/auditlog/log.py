@@ -31,7 +31,7 @@ from safe_tracectx._support import events
 from safe_tracectx._support.callsite import CallSite, SiteKey
 from safe_tracectx._support.events import Event
 from safe_tracectx._support.labels import describe_trace
-from safe_tracectx._support.pass_catalog import PASSES, phase_label
+from safe_tracectx._support.pass_catalog import phase_label
 from safe_tracectx.auditlog.document_types import AuditDocument, PassRun, PassStats, Phase
 from safe_tracectx.auditlog.documents import AUDIT_SCHEMA as JSON_SCHEMA
 from safe_tracectx.auditlog.documents import AUDIT_VERSION as JSON_VERSION
