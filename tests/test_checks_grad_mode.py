@@ -280,3 +280,92 @@ def test_a_value_an_in_place_op_made_need_grad_is_followed() -> None:
     assert _written_into(x, w).requires_grad  # eager: a gradient for w
     with stc.audit(), installed(STRICT), pytest.raises(BrokenTraceError, match="NoGradSin"):
         thunder.jit(_written_into)(x, w)
+
+
+# ---- a binding that tags what it is given (#2479's class) -------------------------------------------------------
+
+def _ends_with_grad_disabled(x: torch.Tensor) -> torch.Tensor:
+    """Thunder's test_set_grad_enabled: the function leaves grad disabled, so the inputs are bound with grad
+    disabled (the epilogue binds the computation's output)."""
+    y = x.sin()
+    torch.set_grad_enabled(False)
+    return y
+
+
+@pytest.fixture
+def tagging_binding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thunder before #2479's fix: Symbol.__call__ tags every output of a call made with grad disabled, the
+    unpacking symbols bind_inputs records included, and those return the very proxy they are given."""
+    import thunder.core.jit_ext as jit_ext
+    from thunder.core.compile_data import get_compile_data
+
+    original: Any = jit_ext.bind_inputs
+
+    def bind_inputs(name: str, trace: Any, input_vars: Any, input_proxies: Any) -> None:
+        original(name, trace, input_vars, input_proxies)
+        data = get_compile_data()
+        if data is not None and not data.is_grad_enabled:
+            for proxy in input_proxies:
+                proxy.tags.add(ProxyTag.DETACHED_AUTOGRAD_GRAPH)
+
+    monkeypatch.setattr(jit_ext, "bind_inputs", bind_inputs)
+
+
+@pytest.fixture
+def grad_restored() -> Any:
+    yield
+    torch.set_grad_enabled(True)
+
+
+@pytest.mark.usefixtures("tagging_binding", "grad_restored")
+def test_a_tag_the_binding_adds_is_charged_to_the_binding_not_to_the_symbol() -> None:
+    jitted = thunder.jit(_ends_with_grad_disabled)
+    with stc.audit() as log, installed(STRICT):
+        with pytest.raises(BrokenTraceError, match=r"bound symbol \d \(sin\) is called with grad enabled") as info:
+            jitted(_x())
+    error = info.value
+    (name,) = error.names[:1]
+    assert error.culprit == ("bind_inputs", "thunder.core.jit_ext.bind_inputs")
+    assert f"added after the symbol made it by bind_inputs (thunder.core.jit_ext.bind_inputs), which bound {name} " \
+        "as an input of the epilogue trace with grad disabled" in error.message
+    assert "its meta" not in error.message and "must not tag them" in error.fix
+    assert [v.detail["kind"] for v in log.violations] == ["detached-under-grad"]
+    assert "bind_inputs" in str(log.violations[0].detail["culprit"])
+
+
+@pytest.mark.usefixtures("tagging_binding", "grad_restored")
+def test_the_audit_mode_reports_the_binding_and_the_result_has_no_grad() -> None:
+    jitted = thunder.jit(_ends_with_grad_disabled)
+    with stc.audit() as log, installed(AUDIT):
+        out = jitted(_x())
+    torch.set_grad_enabled(True)
+    assert out.requires_grad is False  # the bug: the program computes something else
+    assert ["bind_inputs" in str(v.detail["culprit"]) for v in log.violations] == [True]
+
+
+@pytest.mark.usefixtures("grad_restored")
+def test_thunders_binding_tags_nothing_it_is_given_and_nothing_is_reported() -> None:
+    jitted = thunder.jit(_ends_with_grad_disabled)
+    with stc.audit() as log, installed(STRICT):
+        out = jitted(_x())
+    torch.set_grad_enabled(True)
+    assert out.requires_grad is True and log.violations == []
+
+
+def test_the_binding_watch_takes_the_proxies_given_and_is_a_plain_call_outside_a_compilation() -> None:
+    from thunder.core.proxies import TensorProxy
+
+    from safe_tracectx._support.pass_catalog import PASSES
+    from safe_tracectx.hooks.bindings import given_proxies, wrap_binding
+
+    with stc.tracectx(TraceCtx()):
+        a = TensorProxy("a", shape=(2,), device=thunder.core.devices.cpu, dtype=thunder.core.dtypes.float32)
+    assert given_proxies(["epilogue", a, [a, 1], (2, a), {"k": a}]) == [a, a, a]
+    (spec,) = [s for s in PASSES if s.hook == "binding"]
+    calls: list[tuple[Any, ...]] = []
+    def binding(*args: Any) -> str:
+        calls.append(args)
+        return "result"
+
+    watched = wrap_binding(spec, binding)
+    assert watched("epilogue", [a]) == "result" and calls == [("epilogue", [a])]

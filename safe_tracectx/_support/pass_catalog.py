@@ -29,8 +29,9 @@ __all__ = [
 PassKind = Literal["thunderfx", "tracing", "transform", "autodiff", "execution", "split", "fusion", "remat", "user"]
 #: How a catalogued function is hooked: run as a pass; as the ThunderFX splitter (a pass that also records the
 #: split, see ``hooks.thunderfx``); or as a phase of the pass that calls it (its proxies are reported under its
-#: label, with no run of its own: a function called once per FX node would flood the pass runs).
-HookKind = Literal["pass", "splitter", "phase"]
+#: label, with no run of its own: a function called once per FX node would flood the pass runs); or as a binding
+#: of a trace's inputs, watched for the tags it adds to the proxies it is given (``hooks.bindings``).
+HookKind = Literal["pass", "splitter", "phase", "binding"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,7 @@ PASSES: Final[tuple[PassSpec, ...]] = (
     PassSpec(
         "thunder.core.jit_ext", "thunder_general_jit", "interpretation/tracing", kind="tracing", starts_compilation=True
     ),
+    PassSpec("thunder.core.jit_ext", "bind_inputs", "input binding", kind="tracing", hook="binding"),
     PassSpec(
         "thunder.executors.passes", "_transform_for_operator_executor_execution", "operator executors", kind="execution"
     ),

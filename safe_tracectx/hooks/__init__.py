@@ -7,6 +7,7 @@
 - ``trace_states``: which trace a pass run was given (a number per trace state a recorded run returned);
 - ``compilation``: one compilation: its forward/backward pair, its steps, and the culprit of a violation;
 - ``steps``: the TraceCtx methods hooked: steps as they make traces, and every trace about to run;
+- ``bindings``: the interpretation's binding of a trace's inputs, watched for tags added to proxies it is given;
 - ``audited``: ``audited_pass``, for passes Thunder does not call through a Transform;
 - ``thunderfx``: the ThunderFX splitter as a pass, its support checks a phase;
 - ``fx_splits``: what the splitter made of each FX graph, and which split module a compilation compiles;

@@ -33,7 +33,7 @@ from typing import Any, Final
 import torch
 
 from safe_tracectx.traces.checks import Violation, trace_findings
-from safe_tracectx.traces.grad_mode import detached_across
+from safe_tracectx.traces.grad_mode import Retagging, detached_across
 
 __all__ = ["Compilation", "Step", "checked_kind", "current", "end", "is_backward", "signature_name", "start"]
 
@@ -72,7 +72,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "_kept", "_names", "_by_trace", "_findings", "__weakref__")
+                 "grad_enabled", "retagged", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
         #: (code, id) of the frame of the outermost Thunder call that runs the compilation (``thunder.jit``'s
@@ -95,6 +95,10 @@ class Compilation:
         self.traces: weakref.WeakSet[Any] = weakref.WeakSet()
         #: The traces of ``traces``, alive until the compilation ends (None: it ended).
         self._kept: list[Any] | None = []
+        #: id(proxy) -> the tags a step added to a proxy it was only given (``hooks.bindings``); with the proxies,
+        #: kept alive while the compilation runs so that no id is reused.
+        self.retagged: dict[int, Retagging] = {}
+        self._retagged_proxies: list[Any] = []
         #: Every trace made while the compilation ran, in the order made.
         self.steps: list[Step] = []
         #: The ``names`` sets of those traces (``from_trace`` shares them): a trace derived from one belongs here.
@@ -151,6 +155,7 @@ class Compilation:
     def release(self) -> None:
         """The compilation ended: the traces its passes read or returned are no longer kept alive."""
         self._kept = None
+        self.retagged, self._retagged_proxies = {}, []
 
     def step_of(self, trace: Any) -> Step | None:
         """The step that made ``trace``, if one of this compilation did."""
@@ -177,7 +182,13 @@ class Compilation:
         ``since`` on, then ``outputs``; followed from the mode of the jit call."""
         made = [s.ref() for s in self.steps[since:] if s.maker == maker]
         traces = {id(t): t for t in (*made, *outputs) if t is not None and checked_kind(t)}
-        return detached_across(traces.values(), grad_enabled=self.grad_enabled)
+        return detached_across(traces.values(), grad_enabled=self.grad_enabled, retagged=self.retagged)
+
+    def record_retagging(self, proxy: Any, retagging: Retagging) -> None:
+        """A step added tags to ``proxy``, which it was only given (the first step that did is kept)."""
+        if id(proxy) not in self.retagged:
+            self.retagged[id(proxy)] = retagging
+            self._retagged_proxies.append(proxy)
 
     def seen(self, trace: Any) -> bool:
         """True if ``trace`` was checked already and has not changed since."""

@@ -26,6 +26,7 @@ from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass, wrap_phase
 from safe_tracectx.hooks.runs import DECLARED
 from safe_tracectx.hooks.steps import hook_methods, make_interpreter_hook, unhook_methods
+from safe_tracectx.hooks.bindings import wrap_binding
 from safe_tracectx.hooks.thunderfx import wrap_splitter
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
@@ -39,6 +40,7 @@ _WRAPPERS: Final[dict[HookKind, Callable[[PassSpec, Callable[..., Any]], Callabl
     "pass": wrap_pass,
     "splitter": wrap_splitter,
     "phase": wrap_phase,
+    "binding": wrap_binding,
 }
 
 

@@ -30,8 +30,8 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.grad_mode")
 
 import dataclasses
-from collections.abc import Iterable
-from typing import Any, Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NamedTuple
 
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import ProxyTag, TensorProxy
@@ -39,12 +39,22 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["detached_across", "detached_under_grad", "meta_definer"]
+__all__ = ["Retagging", "detached_across", "detached_under_grad", "meta_definer"]
 
 #: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
 _MARKER: Final = "set_grad_enabled"
 #: Symbols whose outputs need no grad whatever they read (``x.detach()``: Thunder tags nothing, its vjp is none).
 _CUTS: Final = frozenset({"torch.detach"})
+
+
+class Retagging(NamedTuple):
+    """Tags a step added to a proxy it was only given (the interpretation's binding of a trace's inputs, which
+    records an unpacking symbol on each proxy: called with grad disabled, ``Symbol.__call__`` tags its output,
+    the proxy itself): the step (label, qualname) and the trace it bound the proxy into."""
+
+    added: frozenset[Any]
+    culprit: tuple[str, str]
+    into: str
 
 
 def _detached_tag() -> Any:
@@ -84,10 +94,14 @@ def _written(bsym: Any) -> set[str]:
     return own.union(*map(_written, getattr(bsym, "subsymbols", ())))
 
 
-def detached_under_grad(trace: Any, *, grad_enabled: bool, made_by: str = "") -> list[Violation]:
+def detached_under_grad(
+    trace: Any, *, grad_enabled: bool, made_by: str = "", retagged: Mapping[int, Retagging] | None = None
+) -> list[Violation]:
     """Each top-level symbol of ``trace`` called with grad enabled (``grad_enabled``: the mode at the start of
     the trace) that reads a tensor needing grad and whose tensor output, not one of its own inputs, carries
-    ``DETACHED_AUTOGRAD_GRAPH``; reads only. ``made_by``: the step that made the trace, for the message.
+    ``DETACHED_AUTOGRAD_GRAPH``; reads only. ``made_by``: the step that made the trace, for the message;
+    ``retagged``: by ``id`` of the proxy, the tags a later step added to it (then that step made the problem,
+    not the symbol's meta).
 
     A tensor needs grad if its proxy says so (an input, a parameter) or a symbol called with grad enabled
     computed it from one (the interpretation's proxies do not say it): a symbol that reads none has no gradient
@@ -116,21 +130,40 @@ def detached_under_grad(trace: Any, *, grad_enabled: bool, made_by: str = "") ->
             if proxy.name in inputs or tag not in getattr(proxy, "tags", ()):
                 continue
             where = bsym_label(index, bsym)
-            definer = meta_definer(bsym)
-            meta = f" (its meta, {definer[1]}, returned it tagged)" if definer else ""
-            found.append(Violation(
-                "detached-under-grad", proxy.name,
-                f"{where}{made} is called with grad enabled, but its output {proxy.name} carries "
-                f"ProxyTag.DETACHED_AUTOGRAD_GRAPH{meta}, the tag of a value computed with grad disabled (a "
-                "grad-disabled region inside the symbol, such as a torch.no_grad() in its forward, left it there): "
-                f"the gradient of {proxy.name} is lost, the forward/backward split will treat the symbol as a "
-                "constant and give it no backward, so the program's result does not require grad through it",
-                where, culprit=None if definer is None else (definer[0], definer[1]),
-            ))
+            found.append(_detached(proxy, where, made, bsym, (retagged or {}).get(id(proxy)), tag))
     return found
 
 
-def detached_across(traces: Iterable[Any], *, grad_enabled: bool) -> list[tuple[Violation, Any]]:
+def _detached(proxy: Any, where: str, made: str, bsym: Any, retagging: Retagging | None, tag: Any) -> Violation:
+    """The violation of one detached output: charged to the step that added the tag when one did, else to the
+    symbol's meta."""
+    head = (f"{where}{made} is called with grad enabled, but its output {proxy.name} carries "
+            "ProxyTag.DETACHED_AUTOGRAD_GRAPH")
+    lost = (f"the gradient of {proxy.name} is lost, the forward/backward split will treat the symbol as a "
+            "constant and give it no backward, so the program's result does not require grad through it")
+    if retagging is not None and tag in retagging.added:
+        label, qualname = retagging.culprit
+        return Violation(
+            "detached-under-grad", proxy.name,
+            f"{head}, added after the symbol made it by {label} ({qualname}), which bound {proxy.name} as an input "
+            f"of the {retagging.into} trace with grad disabled: the unpacking symbol it records returns its "
+            "argument, the very proxy this trace defines, and Symbol.__call__ tags the outputs of a call made with "
+            f"grad disabled, so one trace's binding changed another trace's value: {lost}",
+            where, culprit=retagging.culprit,
+        )
+    definer = meta_definer(bsym)
+    meta = f" (its meta, {definer[1]}, returned it tagged)" if definer else ""
+    return Violation(
+        "detached-under-grad", proxy.name,
+        f"{head}{meta}, the tag of a value computed with grad disabled (a grad-disabled region inside the symbol, "
+        f"such as a torch.no_grad() in its forward, left it there): {lost}",
+        where, culprit=None if definer is None else (definer[0], definer[1]),
+    )
+
+
+def detached_across(
+    traces: Iterable[Any], *, grad_enabled: bool, retagged: Mapping[int, Retagging] | None = None
+) -> list[tuple[Violation, Any]]:
     """:func:`detached_under_grad` of the interpretation's computation traces, in the order made (the one it
     first made, then the one it returns with the proxies renamed after the user's variables): each output once,
     charged to the first trace that has it, with the names it has in the later ones (the renaming maps the bound
@@ -138,7 +171,7 @@ def detached_across(traces: Iterable[Any], *, grad_enabled: bool) -> list[tuple[
     found: dict[tuple[str, int], tuple[Violation, Any]] = {}  # (where, place among its symbol's) -> first
     for trace in traces:
         places: dict[str, int] = {}
-        for violation in detached_under_grad(trace, grad_enabled=grad_enabled):
+        for violation in detached_under_grad(trace, grad_enabled=grad_enabled, retagged=retagged):
             place = places[violation.where] = places.get(violation.where, -1) + 1
             key = (violation.where, place)
             if key not in found:
