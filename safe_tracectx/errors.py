@@ -110,9 +110,7 @@ FIXES: Final[dict[str, str]] = {
     "with grad enabled, whatever the grad mode inside its meta (a higher-order function's forward with a "
     "torch.no_grad() region): wrap the meta in thunder.torch.call_higher_order_function_and_consider_outer_autograd_"
     "setting, as Thunder's torch.ops.higher_order.autograd_function_apply lookaside does (its torch.autograd."
-    "Function lookaside does not, on Thunder 0.2.6); a step that binds proxies another trace defines (unpacking "
-    "them as its trace's inputs) must not tag them: run it with grad enabled, or leave untagged the outputs of a "
-    "call that are its own arguments",
+    "Function lookaside does not, on Thunder 0.2.6)",
     "generated-code": "a bound symbol's name is what the generated program calls: give it an identifier that its "
     "call context (bsym._call_ctx) defines",
     "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "

@@ -328,7 +328,8 @@ def test_a_tag_the_binding_adds_is_charged_to_the_binding_not_to_the_symbol() ->
     assert error.culprit == ("bind_inputs", "thunder.core.jit_ext.bind_inputs")
     assert f"added after the symbol made it by bind_inputs (thunder.core.jit_ext.bind_inputs), which bound {name} " \
         "as an input of the epilogue trace with grad disabled" in error.message
-    assert "its meta" not in error.message and "must not tag them" in error.fix
+    assert "its meta" not in error.message and "with grad disabled" in error.message
+    assert error.fix.startswith("bind_inputs must not tag the proxies it is given") and "call_higher_order" not in error.fix
     assert [v.detail["kind"] for v in log.violations] == ["detached-under-grad"]
     assert "bind_inputs" in str(log.violations[0].detail["culprit"])
 
@@ -369,3 +370,36 @@ def test_the_binding_watch_takes_the_proxies_given_and_is_a_plain_call_outside_a
 
     watched = wrap_binding(spec, binding)
     assert watched("epilogue", [a]) == "result" and calls == [("epilogue", [a])]
+
+
+def test_the_binding_watch_records_what_it_tagged_before_it_raised_and_lets_the_exception_through() -> None:
+    from thunder.core.proxies import TensorProxy
+
+    from safe_tracectx._support.pass_catalog import PASSES
+    from safe_tracectx.hooks import compilation as compilations
+    from safe_tracectx.hooks.bindings import wrap_binding
+
+    with stc.tracectx(TraceCtx()):
+        a = TensorProxy("a", shape=(2,), device=thunder.core.devices.cpu, dtype=thunder.core.dtypes.float32)
+        b = TensorProxy("b", shape=(2,), device=thunder.core.devices.cpu, dtype=thunder.core.dtypes.float32)
+    (spec,) = [s for s in PASSES if s.hook == "binding"]
+    failure = RuntimeError("the binding failed")
+
+    def binding(name: str, proxies: list[Any], *, other: Any) -> None:
+        proxies[0].tags.add(ProxyTag.DETACHED_AUTOGRAD_GRAPH)
+        other.tags.add(ProxyTag.RECOMPUTE_IN_BACKWARD)
+        raise failure
+
+    compilation = compilations.start()
+    try:
+        with pytest.raises(RuntimeError) as info:
+            wrap_binding(spec, binding)("epilogue", [a], other=b)
+        assert info.value is failure
+        tagged = {(name, tag): (r.culprit, r.into) for (key, tag), r in compilation.retagged.items()
+                  for name, p in (("a", a), ("b", b)) if id(p) == key}
+        culprit = ("bind_inputs", "thunder.core.jit_ext.bind_inputs")
+        assert tagged == {("a", ProxyTag.DETACHED_AUTOGRAD_GRAPH): (culprit, "epilogue"),
+                          ("b", ProxyTag.RECOMPUTE_IN_BACKWARD): (culprit, "epilogue")}
+    finally:
+        compilations.end()
+    assert compilation.retagged == {}  # released with the compilation

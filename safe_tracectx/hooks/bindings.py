@@ -18,6 +18,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from thunder.core.compile_data import get_compile_data
 from thunder.core.proxies import Proxy
 
 from safe_tracectx._support.pass_catalog import PassSpec
@@ -53,15 +54,31 @@ def wrap_binding(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., 
         if compilation is None:
             return original(*args, **kwargs)
         values = (*args, *kwargs.values())
-        before = [(p, frozenset(tags)) for p in given_proxies(values) if isinstance(tags := getattr(p, "tags", None), set)]
-        result = original(*args, **kwargs)
         try:
-            for proxy, tags in before:
-                if added := frozenset(proxy.tags) - tags:
-                    compilation.record_retagging(proxy, Retagging(added, (spec.attribute, spec.qualname), _into(values)))
+            before = [(p, frozenset(tags)) for p in given_proxies(values) if isinstance(tags := p.tags, set)]
         except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
-            internal_error(f"the tags {spec.qualname} added", bug)
-        return result
+            internal_error(f"the proxies given to {spec.qualname}", bug)
+            return original(*args, **kwargs)
+        try:
+            return original(*args, **kwargs)
+        finally:  # what it tagged before it raised, too
+            _record(compilation, spec, values, before)
 
     watched_binding.__safe_tracectx_pass__ = spec  # type: ignore[attr-defined]
     return watched_binding
+
+
+def _record(
+    compilation: compilations.Compilation, spec: PassSpec, values: tuple[Any, ...], before: list[tuple[Proxy, frozenset[Any]]]
+) -> None:
+    """Record on ``compilation`` the tags the binding added to each proxy it was given."""
+    try:
+        data = get_compile_data()
+        grad_enabled = getattr(data, "is_grad_enabled", None)
+        mode = grad_enabled if type(grad_enabled) is bool else None
+        for proxy, tags in before:
+            if added := frozenset(proxy.tags) - tags:
+                retagging = Retagging(added, (spec.attribute, spec.qualname), _into(values), mode)
+                compilation.record_retagging(proxy, retagging)
+    except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
+        internal_error(f"the tags {spec.qualname} added", bug)

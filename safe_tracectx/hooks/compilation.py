@@ -95,9 +95,9 @@ class Compilation:
         self.traces: weakref.WeakSet[Any] = weakref.WeakSet()
         #: The traces of ``traces``, alive until the compilation ends (None: it ended).
         self._kept: list[Any] | None = []
-        #: id(proxy) -> the tags a step added to a proxy it was only given (``hooks.bindings``); with the proxies,
-        #: kept alive while the compilation runs so that no id is reused.
-        self.retagged: dict[int, Retagging] = {}
+        #: (id(proxy), tag) -> the first step that added the tag to a proxy it was only given (``hooks.bindings``);
+        #: with the proxies, kept alive while the compilation runs so that no id is reused.
+        self.retagged: dict[tuple[int, Any], Retagging] = {}
         self._retagged_proxies: list[Any] = []
         #: Every trace made while the compilation ran, in the order made.
         self.steps: list[Step] = []
@@ -185,10 +185,10 @@ class Compilation:
         return detached_across(traces.values(), grad_enabled=self.grad_enabled, retagged=self.retagged)
 
     def record_retagging(self, proxy: Any, retagging: Retagging) -> None:
-        """A step added tags to ``proxy``, which it was only given (the first step that did is kept)."""
-        if id(proxy) not in self.retagged:
-            self.retagged[id(proxy)] = retagging
-            self._retagged_proxies.append(proxy)
+        """A step added tags to ``proxy``, which it was only given (for each tag, the first step that added it)."""
+        for tag in retagging.added:
+            self.retagged.setdefault((id(proxy), tag), retagging)
+        self._retagged_proxies.append(proxy)
 
     def seen(self, trace: Any) -> bool:
         """True if ``trace`` was checked already and has not changed since."""

@@ -21,12 +21,12 @@ import thunder.core.proxies as thunder_proxies
 import thunder.core.trace as thunder_trace
 
 from safe_tracectx._support.pass_catalog import PASSES, HookKind, PassSpec
+from safe_tracectx.hooks.bindings import wrap_binding
 from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass, wrap_phase
 from safe_tracectx.hooks.runs import DECLARED
 from safe_tracectx.hooks.steps import hook_methods, make_interpreter_hook, unhook_methods
-from safe_tracectx.hooks.bindings import wrap_binding
 from safe_tracectx.hooks.thunderfx import wrap_splitter
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]

@@ -55,6 +55,8 @@ class Retagging(NamedTuple):
     added: frozenset[Any]
     culprit: tuple[str, str]
     into: str
+    #: The grad mode of the compilation while the step ran (None: not known).
+    grad_enabled: bool | None = None
 
 
 def _detached_tag() -> Any:
@@ -95,13 +97,13 @@ def _written(bsym: Any) -> set[str]:
 
 
 def detached_under_grad(
-    trace: Any, *, grad_enabled: bool, made_by: str = "", retagged: Mapping[int, Retagging] | None = None
+    trace: Any, *, grad_enabled: bool, made_by: str = "", retagged: Mapping[tuple[int, Any], Retagging] | None = None
 ) -> list[Violation]:
     """Each top-level symbol of ``trace`` called with grad enabled (``grad_enabled``: the mode at the start of
     the trace) that reads a tensor needing grad and whose tensor output, not one of its own inputs, carries
     ``DETACHED_AUTOGRAD_GRAPH``; reads only. ``made_by``: the step that made the trace, for the message;
-    ``retagged``: by ``id`` of the proxy, the tags a later step added to it (then that step made the problem,
-    not the symbol's meta).
+    ``retagged``: by (``id`` of the proxy, tag), the later step that added the tag to it (then that step made
+    the problem, not the symbol's meta).
 
     A tensor needs grad if its proxy says so (an input, a parameter) or a symbol called with grad enabled
     computed it from one (the interpretation's proxies do not say it): a symbol that reads none has no gradient
@@ -130,26 +132,30 @@ def detached_under_grad(
             if proxy.name in inputs or tag not in getattr(proxy, "tags", ()):
                 continue
             where = bsym_label(index, bsym)
-            found.append(_detached(proxy, where, made, bsym, (retagged or {}).get(id(proxy)), tag))
+            retagging = (retagged or {}).get((id(proxy), tag))
+            found.append(_detached(proxy, where, made, bsym, retagging))
     return found
 
 
-def _detached(proxy: Any, where: str, made: str, bsym: Any, retagging: Retagging | None, tag: Any) -> Violation:
+def _detached(proxy: Any, where: str, made: str, bsym: Any, retagging: Retagging | None) -> Violation:
     """The violation of one detached output: charged to the step that added the tag when one did, else to the
     symbol's meta."""
     head = (f"{where}{made} is called with grad enabled, but its output {proxy.name} carries "
             "ProxyTag.DETACHED_AUTOGRAD_GRAPH")
     lost = (f"the gradient of {proxy.name} is lost, the forward/backward split will treat the symbol as a "
             "constant and give it no backward, so the program's result does not require grad through it")
-    if retagging is not None and tag in retagging.added:
+    if retagging is not None:
         label, qualname = retagging.culprit
+        mode = {True: " with grad enabled", False: " with grad disabled", None: ""}[retagging.grad_enabled]
         return Violation(
             "detached-under-grad", proxy.name,
             f"{head}, added after the symbol made it by {label} ({qualname}), which bound {proxy.name} as an input "
-            f"of the {retagging.into} trace with grad disabled: the unpacking symbol it records returns its "
-            "argument, the very proxy this trace defines, and Symbol.__call__ tags the outputs of a call made with "
-            f"grad disabled, so one trace's binding changed another trace's value: {lost}",
+            f"of the {retagging.into} trace{mode}: the unpacking symbol it records returns its argument, the very "
+            "proxy this trace defines, and Symbol.__call__ tags the outputs of a call made with grad disabled, so "
+            f"one trace's binding changed another trace's value: {lost}",
             where, culprit=retagging.culprit,
+            advice=f"{label} must not tag the proxies it is given, which other traces define: bind them with grad "
+            "enabled, or leave untagged the outputs of a call that are its own arguments (Thunder's fix of #2479)",
         )
     definer = meta_definer(bsym)
     meta = f" (its meta, {definer[1]}, returned it tagged)" if definer else ""
@@ -162,7 +168,7 @@ def _detached(proxy: Any, where: str, made: str, bsym: Any, retagging: Retagging
 
 
 def detached_across(
-    traces: Iterable[Any], *, grad_enabled: bool, retagged: Mapping[int, Retagging] | None = None
+    traces: Iterable[Any], *, grad_enabled: bool, retagged: Mapping[tuple[int, Any], Retagging] | None = None
 ) -> list[tuple[Violation, Any]]:
     """:func:`detached_under_grad` of the interpretation's computation traces, in the order made (the one it
     first made, then the one it returns with the proxies renamed after the user's variables): each output once,

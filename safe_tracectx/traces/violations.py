@@ -55,10 +55,12 @@ class Violation:
     #: What made the problem, when the check knows it better than by the trace's step (label, qualname): the
     #: function that is a symbol's meta, for a tag its outputs should not carry.
     culprit: tuple[str, str] | None = None
+    #: The fix, when this violation's cause needs another than its kind's (:data:`FIXES`).
+    advice: str | None = None
 
     @property
     def fix(self) -> str:
-        return FIXES[self.kind]
+        return self.advice if self.advice is not None else FIXES[self.kind]
 
     def to_error(self, site: CallSite | None = None, *, context: str = "") -> TraceContextError:
         """The error a policy acts on (its class says which policy check applies, its ``kind`` which trace check)."""
