@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -47,6 +48,18 @@ def _clean_trace_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     assert not leaked, f"a test left installations running: {leaked}"
     assert get_tracectx() is None, "a test left a trace active"
     assert policy_module.POLICY_VAR.get() is None, "a test left a use_policy() block open"
+
+
+@pytest.fixture
+def default_recursion_limit() -> Iterator[None]:
+    """Python's default recursion limit (1000) for the test: torch's inductor raises it for good (to 2000) the
+    first time it compiles in this process, and a test of what the linter does on a RecursionError needs it."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 @pytest.fixture

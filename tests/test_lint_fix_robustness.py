@@ -15,6 +15,7 @@ BROKEN = "from thunder.core.trace import reset_tracectx, set_tracectx\ndef f(t):
 FIXED = BROKEN.replace("    g()\n    reset_tracectx(tok)\n", "    try:\n        g()\n    finally:\n        reset_tracectx(tok)\n")
 
 
+@pytest.mark.usefixtures("default_recursion_limit")
 def test_a_libcst_recursion_error_leaves_the_finding_with_the_reason() -> None:
     source = BROKEN + "s = " + "+".join(["'a'"] * 400) + "\n"
     result = fix_source(source)

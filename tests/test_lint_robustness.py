@@ -48,6 +48,7 @@ def test_fifo_is_skipped_and_does_not_hang(folder: Path) -> None:
         assert run.returncode == (ExitStatus.FINDINGS if target == folder else ExitStatus.OK), run.stderr
 
 
+@pytest.mark.usefixtures("default_recursion_limit")
 def test_long_concatenation_is_stc903_and_the_rest_is_checked(folder: Path) -> None:
     (folder / "long.py").write_text("s = " + " + ".join(['"a"'] * 5000) + "\n")
     assert found(folder) == {("bad.py", "STC001"), ("long.py", "STC903")}
