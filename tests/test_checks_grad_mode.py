@@ -325,11 +325,11 @@ def test_a_tag_the_binding_adds_is_charged_to_the_binding_not_to_the_symbol() ->
             jitted(_x())
     error = info.value
     (name,) = error.names[:1]
-    assert error.culprit == ("bind_inputs", "thunder.core.jit_ext.bind_inputs")
-    assert f"added after the symbol made it by bind_inputs (thunder.core.jit_ext.bind_inputs), which bound {name} " \
+    assert error.culprit == ("input binding", "thunder.core.jit_ext.bind_inputs")
+    assert f"added after the symbol made it by input binding (thunder.core.jit_ext.bind_inputs), which bound {name} " \
         "as an input of the epilogue trace with grad disabled" in error.message
     assert "its meta" not in error.message and "with grad disabled" in error.message
-    assert error.fix.startswith("bind_inputs must not tag the proxies it is given") and "call_higher_order" not in error.fix
+    assert error.fix.startswith("thunder.core.jit_ext.bind_inputs must not tag the proxies it is given") and "call_higher_order" not in error.fix
     assert [v.detail["kind"] for v in log.violations] == ["detached-under-grad"]
     assert "bind_inputs" in str(log.violations[0].detail["culprit"])
 
@@ -397,9 +397,37 @@ def test_the_binding_watch_records_what_it_tagged_before_it_raised_and_lets_the_
         assert info.value is failure
         tagged = {(name, tag): (r.culprit, r.into) for (key, tag), r in compilation.retagged.items()
                   for name, p in (("a", a), ("b", b)) if id(p) == key}
-        culprit = ("bind_inputs", "thunder.core.jit_ext.bind_inputs")
+        culprit = ("input binding", "thunder.core.jit_ext.bind_inputs")
         assert tagged == {("a", ProxyTag.DETACHED_AUTOGRAD_GRAPH): (culprit, "epilogue"),
                           ("b", ProxyTag.RECOMPUTE_IN_BACKWARD): (culprit, "epilogue")}
     finally:
         compilations.end()
     assert compilation.retagged == {}  # released with the compilation
+
+
+def test_each_tag_keeps_the_first_binding_that_added_it_and_each_proxy_is_kept_once() -> None:
+    from thunder.core.proxies import TensorProxy
+
+    from safe_tracectx._support.pass_catalog import PASSES
+    from safe_tracectx.hooks import compilation as compilations
+    from safe_tracectx.hooks.bindings import wrap_binding
+
+    with stc.tracectx(TraceCtx()):
+        a = TensorProxy("a", shape=(2,), device=thunder.core.devices.cpu, dtype=thunder.core.dtypes.float32)
+    (spec,) = [s for s in PASSES if s.hook == "binding"]
+
+    def tagging(tag: Any) -> Any:
+        def binding(name: str, proxies: list[Any]) -> None:
+            proxies[0].tags.add(tag)
+        return wrap_binding(spec, binding)
+
+    compilation = compilations.start()
+    try:
+        tagging(ProxyTag.DETACHED_AUTOGRAD_GRAPH)("epilogue", [a])
+        tagging(ProxyTag.RECOMPUTE_IN_BACKWARD)("prologue", [a])
+        tagging(ProxyTag.DETACHED_AUTOGRAD_GRAPH)("backward", [a])  # adds nothing: the tag is there already
+        into = {tag: r.into for (key, tag), r in compilation.retagged.items() if key == id(a)}
+        assert into == {ProxyTag.DETACHED_AUTOGRAD_GRAPH: "epilogue", ProxyTag.RECOMPUTE_IN_BACKWARD: "prologue"}
+        assert compilation._retagged_proxies == [a, a]  # once per binding that added a tag first
+    finally:
+        compilations.end()

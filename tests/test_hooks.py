@@ -257,6 +257,9 @@ def test_thunder_support_reports_present_and_missing_entry_points() -> None:
     assert "thunder.executors.torch_compile.rematerialize" in report.rebound_in
     text = str(report)
     assert "audited: thunder.core.rematerialization.rematerialize" in text
+    assert report.watched == ("thunder.core.jit_ext.bind_inputs",)
+    assert "watched (the tags it adds to what it is given): thunder.core.jit_ext.bind_inputs" in text
+    assert "audited: thunder.core.jit_ext.bind_inputs" not in text
     for missing in report.missing:
         assert f"not in this version (skipped): {missing}" in text
 

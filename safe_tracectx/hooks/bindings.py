@@ -78,7 +78,7 @@ def _record(
         mode = grad_enabled if type(grad_enabled) is bool else None
         for proxy, tags in before:
             if added := frozenset(proxy.tags) - tags:
-                retagging = Retagging(added, (spec.attribute, spec.qualname), _into(values), mode)
+                retagging = Retagging(added, (spec.label, spec.qualname), _into(values), mode)
                 compilation.record_retagging(proxy, retagging)
     except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
         internal_error(f"the tags {spec.qualname} added", bug)

@@ -186,9 +186,11 @@ class Compilation:
 
     def record_retagging(self, proxy: Any, retagging: Retagging) -> None:
         """A step added tags to ``proxy``, which it was only given (for each tag, the first step that added it)."""
-        for tag in retagging.added:
-            self.retagged.setdefault((id(proxy), tag), retagging)
-        self._retagged_proxies.append(proxy)
+        first = [tag for tag in retagging.added if (id(proxy), tag) not in self.retagged]
+        for tag in first:
+            self.retagged[(id(proxy), tag)] = retagging
+        if first:  # kept alive while the compilation runs, so that its id is not reused
+            self._retagged_proxies.append(proxy)
 
     def seen(self, trace: Any) -> bool:
         """True if ``trace`` was checked already and has not changed since."""

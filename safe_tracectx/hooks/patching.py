@@ -65,10 +65,13 @@ class SupportReport:
     methods: tuple[str, ...] = ()
     #: Each ``audited_pass`` label declared, with its function (or ``block``).
     user_passes: tuple[str, ...] = ()
+    #: The present entry points that are only watched (a binding's added tags), not audited as passes.
+    watched: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         lines = [f"lightning-thunder {self.thunder_version}"]
-        lines += [f"  audited: {name}" for name in self.present]
+        lines += [f"  audited: {name}" for name in self.present if name not in self.watched]
+        lines += [f"  watched (the tags it adds to what it is given): {name}" for name in self.watched]
         lines += [f"  not in this version (skipped): {name}" for name in self.missing]
         lines += [f"  also rebound in: {name}" for name in self.rebound_in]
         lines += [f"  audited method: {name}" for name in self.methods]
@@ -220,4 +223,5 @@ def thunder_support() -> SupportReport:
         tuple(sorted(set(rebound))),
         tuple(hooked_classes()),
         tuple(f"{label} ({where})" for label, where in DECLARED.items()),
+        tuple(spec.qualname for spec in PASSES if spec.hook == "binding" and spec.qualname in present),
     )

@@ -154,7 +154,7 @@ def _detached(proxy: Any, where: str, made: str, bsym: Any, retagging: Retagging
             "proxy this trace defines, and Symbol.__call__ tags the outputs of a call made with grad disabled, so "
             f"one trace's binding changed another trace's value: {lost}",
             where, culprit=retagging.culprit,
-            advice=f"{label} must not tag the proxies it is given, which other traces define: bind them with grad "
+            advice=f"{qualname} must not tag the proxies it is given, which other traces define: bind them with grad "
             "enabled, or leave untagged the outputs of a call that are its own arguments (Thunder's fix of #2479)",
         )
     definer = meta_definer(bsym)
