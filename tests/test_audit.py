@@ -296,3 +296,38 @@ def test_max_events_zero_and_one_keep_that_many_and_count_every_event_of_a_compi
         assert document["counts"] == everything["counts"] and document["call_sites"] == everything["call_sites"]
         assert document["kept"] == kept == len(document["events"])
         assert document["kept"] + document["dropped"] == everything["kept"]
+
+
+def test_a_trace_description_is_reused_only_for_the_same_trace() -> None:
+    """describe_trace remembers the last trace it described (weakly): never for another trace, even one that
+    takes the freed trace's address, nor for objects that take no weak reference."""
+    import gc
+
+    from thunder.core.trace import TraceCtx
+
+    from safe_tracectx._support.labels import describe_trace
+
+    def f() -> None: ...
+
+    def g() -> None: ...
+
+    a, b = TraceCtx(f), TraceCtx(g)
+    assert [describe_trace(t) for t in (a, b, a, a)] == [f"trace of {f.__qualname__} @{id(a):#x}",
+                                                         f"trace of {g.__qualname__} @{id(b):#x}",
+                                                         f"trace of {f.__qualname__} @{id(a):#x}",
+                                                         f"trace of {f.__qualname__} @{id(a):#x}"]
+    freed = id(b)
+    del b
+    gc.collect()
+    c = TraceCtx(f)  # may be given b's address: its description is its own
+    assert describe_trace(c) == f"trace of {f.__qualname__} @{id(c):#x}"
+    assert describe_trace(c) == describe_trace(c) and (id(c) != freed or "of " + g.__qualname__ not in describe_trace(c))
+
+    class Slotted:
+        __slots__ = ("bound_symbols", "names")
+
+        def __init__(self) -> None:
+            self.bound_symbols, self.names = [], set()
+
+    s = Slotted()
+    assert describe_trace(s) == describe_trace(s) == f"trace @{id(s):#x}"
