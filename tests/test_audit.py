@@ -327,7 +327,8 @@ def test_a_trace_description_is_reused_only_for_the_same_trace() -> None:
         __slots__ = ("bound_symbols", "names")
 
         def __init__(self) -> None:
-            self.bound_symbols, self.names = [], set()
+            self.bound_symbols: list[object] = []
+            self.names: set[str] = set()
 
     s = Slotted()
     assert describe_trace(s) == describe_trace(s) == f"trace @{id(s):#x}"
