@@ -51,6 +51,7 @@ TraceCheck = Literal[
     "stale-proxy-after-swap",
     "detached-under-grad",
     "generated-code",
+    "untranslated-value",
     "borrowed-namer",
     "replaced-name",
     "name-taken",
@@ -113,6 +114,10 @@ FIXES: Final[dict[str, str]] = {
     "Function lookaside does not, on Thunder 0.2.6)",
     "generated-code": "a bound symbol's name is what the generated program calls: give it an identifier that its "
     "call context (bsym._call_ctx) defines",
+    "untranslated-value": "translate Thunder's dtypes and devices to torch's in every symbol of a trace that Python "
+    "runs itself before the trace runs: thunder.common.transform_to_torch_types(trace, translate_all=True), as "
+    "thunder.jit does for the epilogue since #2669 (a pass that adds such a symbol after that step translates its "
+    "arguments itself: thunder.dtypes.to_torch_dtype, thunder.devices.to_torch_device)",
     "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "
     "commit_names(into=bw)",
     "replaced-name": "ask for a name the trace does not hold yet (or none), and use the name the proxy got",

@@ -41,6 +41,7 @@ from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.checks import Violation, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
+from safe_tracectx.traces.torch_values import untranslated_values
 
 __all__ = ["check_about_to_run", "hook_methods", "hooked_methods", "make_interpreter_hook", "unhook_methods"]
 
@@ -174,6 +175,7 @@ def _about_to_run(compilation: compilations.Compilation, trace: TraceCtx, functi
         )
         for name in undefined_globals(function)
     ]
+    found += untranslated_values(trace)  # Python runs it: what it hands on must be torch's
     found += _handover_about_to_run(compilation, trace)
     return found
 

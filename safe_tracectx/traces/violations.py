@@ -40,6 +40,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "stale-proxy-after-swap": BrokenTraceError,
     "detached-under-grad": BrokenTraceError,
     "generated-code": BrokenTraceError,
+    "untranslated-value": BrokenTraceError,
 }
 
 
