@@ -1,0 +1,39 @@
+"""#2626: the grad rule of prims.div recomputes the forward as ``a / b`` (true division), so under the grad transform
+an integer division (torch.div(a, b, rounding_mode="trunc") on int64) becomes a float32 true_divide, and its float
+result is used where the int64 quotient was: indexing with it fails.
+
+``c[torch.div(a, b, rounding_mode="trunc")]`` with ``c`` requiring grad (the regression test test_div_exact, as #2665
+extended it: the #2626 version leaves ``c`` without grad, so no grad transform runs). Fixed by 80461bae (a DIV_EXACT
+prim for integer division, which has no gradient); #2665 later replaced that with ``prims.div`` in the grad rule.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import thunder
+
+
+def fn(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    indices = torch.div(a, b, rounding_mode="trunc")
+    return c[indices]
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    a = torch.randint(1, 5, (5,))
+    b = torch.ones(5, dtype=torch.int32)
+    c = torch.randn(5, 5, requires_grad=True)
+    c_eager = c.detach().clone().requires_grad_(True)
+    jitted = thunder.jit(fn)
+    got = jitted(a, b, c)
+    expected = fn(a, b, c_eager)
+    torch.testing.assert_close(got, expected)
+    got.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(c.grad, c_eager.grad)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
