@@ -323,6 +323,11 @@ def test_a_trace_description_is_reused_only_for_the_same_trace() -> None:
     assert describe_trace(c) == f"trace of {f.__qualname__} @{id(c):#x}"
     assert describe_trace(c) == describe_trace(c) and (id(c) != freed or "of " + g.__qualname__ not in describe_trace(c))
 
+    t = TraceCtx()
+    assert describe_trace(t) == f"trace @{id(t):#x}"
+    t.fn = g
+    assert describe_trace(t) == f"trace of {g.__qualname__} @{id(t):#x}"  # given another fn: described again
+
     class Slotted:
         __slots__ = ("bound_symbols", "names")
 

@@ -12,6 +12,7 @@ import torch
 from thunder.core import devices, dtypes, prims
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, get_tracectx
+from thunder.core.transform_common import Transform
 
 import safe_tracectx as stc
 from safe_tracectx import STRICT, BrokenTraceError
@@ -137,3 +138,44 @@ def test_a_check_that_reads_a_trace_leaves_it_as_it_was() -> None:
     before = (list(trace.bound_symbols), set(trace.names), str(trace))
     assert len(untranslated_values(trace)) == 1
     assert (list(trace.bound_symbols), set(trace.names), str(trace)) == before
+
+
+class ReadsTheEpilogue(Transform):
+    """A transform that asks for the epilogue's callable only to read it, before Thunder translates its types."""
+
+    def __init__(self) -> None:
+        self.sources: list[str] = []
+
+    def transform_traces_pre_prologue(self, prologue: Any, computation: Any, epilogue: Any, **kwargs: Any) -> Any:
+        import inspect
+
+        if epilogue is not None:
+            self.sources.append(inspect.getsource(epilogue.python_callable()))
+        return prologue, computation, epilogue
+
+
+def test_a_callable_asked_for_before_the_translation_is_not_what_runs_and_is_not_reported() -> None:
+    model, reader = WritesDevice(), ReadsTheEpilogue()
+    with stc.audit() as log, installed(STRICT):
+        thunder.jit(model, transforms=[reader])(torch.ones(2))
+    assert any("devices.Device" in source for source in reader.sources)  # untranslated when it was read
+    assert type(model.holder.device) is torch.device and log.violations == []
+
+
+def test_dict_keys_and_deep_nesting_are_read() -> None:
+    key = lambda a: prims.python_return.bind({dtypes.float32: a}, output=None)  # noqa: E731
+    assert [v.name for v in untranslated_values(_trace_with(key))] == ["return"]
+    deep: Any = devices.cpu
+    for _ in range(20):
+        deep = (deep,)
+    nested = lambda a: prims.pack_setitem.bind(a, "k", deep, output=None)  # noqa: E731
+    assert [v.name for v in untranslated_values(_trace_with(nested))] == ["a"]
+
+
+def test_a_dtype_key_in_what_a_jitted_function_returns_is_reported() -> None:
+    """Thunder translates no dict key: ``{x.dtype: ...}`` comes back keyed by thunder.dtypes.float32."""
+    jitted = thunder.jit(lambda x: {x.dtype: x * 2})
+    with stc.audit() as log, installed(AUDIT):
+        out = jitted(torch.ones(2))
+    assert torch.float32 not in out  # what the user gets: Thunder's dtype as the key
+    assert [(v.detail["kind"], v.detail["names"]) for v in log.violations] == [("untranslated-value", ["return"])]

@@ -22,9 +22,10 @@ from contextvars import Token
 
 __all__ = ["describe_trace"]
 
-#: The last trace described and its description: the audit describes the trace of every proxy made, and runs of
-#: proxies share a trace. A weak reference, so that no trace is kept alive; a reused id is told apart by ``is``.
-_last: tuple[weakref.ref[object], str] | None = None
+#: The last trace described, its ``fn`` then, and its description: the audit describes the trace of every proxy
+#: made, and runs of proxies share a trace. A weak reference, so that no trace is kept alive; a reused id is told
+#: apart by ``is``, a trace given another ``fn`` by its ``fn``.
+_last: tuple[weakref.ref[object], object, str] | None = None
 
 
 def describe_trace(trace: object) -> str:
@@ -32,24 +33,24 @@ def describe_trace(trace: object) -> str:
     global _last
     if trace is None or trace is Token.MISSING:
         return "no trace"
+    if not (hasattr(trace, "bound_symbols") and hasattr(trace, "names")):
+        return f"{type(trace).__name__} {trace!r:.60}"  # not a trace: described each time (its repr may change)
+    fn = getattr(trace, "fn", None)
     last = _last  # one read: another thread may replace it meanwhile
-    if last is not None and last[0]() is trace:
-        return last[1]
-    described = _describe(trace)
+    if last is not None and last[0]() is trace and last[1] is fn:
+        return last[2]
+    described = _describe(trace, fn)
     try:
-        _last = (weakref.ref(trace), described)
+        _last = (weakref.ref(trace), fn, described)
     except TypeError:  # an object that takes no weak reference is described each time
         pass
     return described
 
 
-def _describe(trace: object) -> str:
-    if not (hasattr(trace, "bound_symbols") and hasattr(trace, "names")):
-        return f"{type(trace).__name__} {trace!r:.60}"
+def _describe(trace: object, fn: object) -> str:
     kind: str = getattr(type(trace), "describe_as", "trace")
     if getattr(type(trace), "describe_without_id", False):
         return kind
-    fn = getattr(trace, "fn", None)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     label = f" of {name}" if name else ""
     return f"{kind}{label} @{id(trace):#x}"

@@ -101,18 +101,23 @@ def _make_python_callable(original: Callable[..., Any]) -> Callable[..., Any]:
         function = original(self, *args, **kwargs)
         compilation = compilations.current()
         if compilation is not None:
-            check_about_to_run(compilation, self, function)
+            # thunder.jit's own callables (prologue, computation, epilogue) are the ones it runs and hands results
+            # from: a transform may ask for a callable only to read it, before Thunder has translated its types.
+            by_jit = sys._getframe(1).f_globals.get("__name__") == "thunder"
+            check_about_to_run(compilation, self, function, by_jit=by_jit)
             function = guarded_backward(compilation, self, function)
         return function
 
     return python_callable
 
 
-def check_about_to_run(compilation: compilations.Compilation, trace: TraceCtx, function: Any) -> None:
+def check_about_to_run(
+    compilation: compilations.Compilation, trace: TraceCtx, function: Any, *, by_jit: bool = False
+) -> None:
     """``trace`` is about to run (as ``function``, when Thunder compiled it): its program as it is, and the names
-    ``function`` reads."""
+    ``function`` reads; ``by_jit``: thunder.jit made ``function`` to run it, so what it hands Python must be torch's."""
     try:
-        found = _about_to_run(compilation, trace, function)
+        found = _about_to_run(compilation, trace, function, by_jit=by_jit)
     except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
         internal_error(f"the program of {describe_trace(trace)}", error)
         return
@@ -159,7 +164,9 @@ def _handover_culprit(compilation: compilations.Compilation) -> compilations.Ste
     return None
 
 
-def _about_to_run(compilation: compilations.Compilation, trace: TraceCtx, function: Any) -> list[Violation]:
+def _about_to_run(
+    compilation: compilations.Compilation, trace: TraceCtx, function: Any, *, by_jit: bool
+) -> list[Violation]:
     found: list[Violation] = []
     if compilations.checked_kind(trace):
         found = compilation.findings(trace, executed=True)[0]
@@ -175,7 +182,8 @@ def _about_to_run(compilation: compilations.Compilation, trace: TraceCtx, functi
         )
         for name in undefined_globals(function)
     ]
-    found += untranslated_values(trace)  # Python runs it: what it hands on must be torch's
+    if by_jit:
+        found += untranslated_values(trace)
     found += _handover_about_to_run(compilation, trace)
     return found
 

@@ -41,19 +41,21 @@ PYTHON_RUN: Final = frozenset(
 )
 #: The step that translates Thunder's dtypes and devices to torch's before a trace runs: what such a value missed.
 TRANSLATION: Final = ("Thunder-to-torch type translation", "thunder.common.transform_to_torch_types")
-_MAX_DEPTH: Final = 8
+#: How deep a symbol's arguments are followed (Python's recursion limit stays far away).
+_MAX_DEPTH: Final = 64
 
 
 def _thunder_values(value: Any, depth: int = 0) -> list[Any]:
-    """The Thunder dtypes and devices in ``value`` and its tuples, lists and dict values (not inside proxies)."""
+    """The Thunder dtypes and devices in ``value`` and its tuples, lists, sets and dicts (keys too: Thunder's
+    tree_map translates no key); not inside proxies."""
     if isinstance(value, dtype | Device):
         return [value]
     if depth >= _MAX_DEPTH or isinstance(value, Proxy):
         return []
-    if isinstance(value, tuple | list):
+    if isinstance(value, tuple | list | set | frozenset):
         items: Any = value
     elif isinstance(value, dict):
-        items = value.values()
+        items = (*value.keys(), *value.values())
     else:
         return []
     return [found for item in items for found in _thunder_values(item, depth + 1)]
@@ -74,7 +76,7 @@ def untranslated_values(trace: Any) -> list[Violation]:
     for index, bsym in enumerate(getattr(trace, "bound_symbols", ())):
         if getattr(getattr(bsym, "sym", None), "id", None) not in PYTHON_RUN:
             continue
-        values = _thunder_values((tuple(bsym.args), dict(bsym.kwargs)))
+        values = [*_thunder_values(tuple(bsym.args)), *_thunder_values(dict(bsym.kwargs))]
         if not values:
             continue
         target = _target(bsym)
