@@ -146,12 +146,14 @@ class ReadsTheEpilogue(Transform):
     def __init__(self) -> None:
         self.sources: list[str] = []
 
-    def transform_traces_pre_prologue(self, prologue: Any, computation: Any, epilogue: Any, **kwargs: Any) -> Any:
+    def transform_traces_pre_prologue(
+        self, prologue_trace: TraceCtx, computation_trace: TraceCtx, epilogue_trace: TraceCtx | None, **kwargs: Any
+    ) -> tuple[TraceCtx, TraceCtx, TraceCtx | None]:
         import inspect
 
-        if epilogue is not None:
-            self.sources.append(inspect.getsource(epilogue.python_callable()))
-        return prologue, computation, epilogue
+        if epilogue_trace is not None:
+            self.sources.append(inspect.getsource(epilogue_trace.python_callable()))
+        return prologue_trace, computation_trace, epilogue_trace
 
 
 def test_a_callable_asked_for_before_the_translation_is_not_what_runs_and_is_not_reported() -> None:
