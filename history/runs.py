@@ -1,7 +1,7 @@
 """One case at one commit in one mode (plain, strict, audit): a subprocess, and what it showed.
 
 The program (or Thunder's regression test) runs with the commit's ``thunder/``
-first on ``PYTHONPATH``; strict and audit go through ``safe-tracectx run`` (or
+first on ``PYTHONPATH`` and this checkout next; strict and audit go through ``safe-tracectx run`` (or
 the pytest plugin), which writes the audit as JSON. Our violations are read
 from there, never from the text; the exception that ended the run is read from
 the traceback's last line.
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from history.cases import Case
-from history.packages import History, extra_packages
+from history.packages import ROOT, History, extra_packages
 
-__all__ = ["MODES", "Mode", "RunResult", "run_case", "run_program"]
+__all__ = ["MODES", "Mode", "RunResult", "pythonpath", "run_case", "run_program"]
 
 Mode = Literal["plain", "strict", "audit"]
 MODES: Final[tuple[Mode, ...]] = ("plain", "strict", "audit")
@@ -128,6 +128,13 @@ def _raised(lines: list[str]) -> tuple[str | None, str | None]:
     return ours, other
 
 
+def pythonpath(package: Path, extra: Path | None, inherited: str | None) -> str:
+    """The commit's ``thunder/`` first, then the extra packages a case needs, then this checkout (so the run
+    imports the ``safe_tracectx`` of the tree the runner is in, not whichever one the environment installed),
+    then what the caller had."""
+    return os.pathsep.join([str(package), *([str(extra)] if extra else []), str(ROOT), *filter(None, [inherited])])
+
+
 def run_program(
     history: History, case: Case, revision: str, mode: Mode, *, test_from: tuple[str, str] | None = None
 ) -> RunResult:
@@ -142,8 +149,7 @@ def run_program(
     with tempfile.TemporaryDirectory(prefix=f"history-{case.id}-") as scratch:
         report = Path(scratch) / "audit.json"
         env = dict(os.environ)
-        paths = [str(package), *([str(extra)] if extra else []), *filter(None, [env.get("PYTHONPATH")])]
-        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env["PYTHONPATH"] = pythonpath(package, extra, env.get("PYTHONPATH"))
         env.pop("SAFE_TRACECTX_POLICY", None)
         env["PYTHONUNBUFFERED"] = "1"
         started = time.perf_counter()

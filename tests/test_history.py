@@ -125,3 +125,22 @@ def test_saved_runs_are_judged_again_without_running(tmp_path: Path, monkeypatch
     path.write_text(json.dumps(saved))
     with pytest.raises(AssertionError, match="a saved run was run again"):
         command.main(["--case", case.id, "--from", str(path)])
+
+
+def test_runs_import_the_checkout_the_runner_is_in(tmp_path: Path) -> None:
+    """A run puts the commit's Thunder first and this checkout's ``safe_tracectx`` before what the environment
+    installed (a worktree's runner tests the worktree's code, not the editable install's)."""
+    import os
+    import subprocess
+    import sys
+
+    from history.packages import ROOT
+    from history.runs import pythonpath
+
+    package = tmp_path / "thunder-at-commit"
+    path = pythonpath(package, None, "/elsewhere")
+    assert path.split(os.pathsep) == [str(package), str(ROOT), "/elsewhere"]
+    found = subprocess.run([sys.executable, "-c", "import safe_tracectx; print(safe_tracectx.__file__)"],
+                           env={**os.environ, "PYTHONPATH": path}, cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert Path(found).resolve().is_relative_to(ROOT)
