@@ -111,6 +111,9 @@ def test_thunders_own_rules_are_silent_int_inputs_mixed_precision_and_shapes() -
         thunder.jit(mixed)(x, w, b).backward()
         thunder.jit(broadcast)(x, torch.randn(4, requires_grad=True)).backward()
         thunder.jit(lambda a, i: a[i].sum())(x, torch.tensor([0, 2])).backward()
+        # a CPU scalar tensor's gradient is the other operand's shape; vjp sums it back (test_vjp_correctness_add)
+        thunder.trace()(transforms.vjp(lambda a, s: a + s), (torch.randn(4, 4), torch.tensor(2.0)),
+                        (torch.ones(4, 4),))
     assert w.grad is not None and w.grad.dtype == torch.bfloat16
     assert log.violations == []
 
@@ -119,22 +122,25 @@ def _tensor(name: str, shape: Any, dtype: Any) -> TensorProxy:
     return TensorProxy(name, shape=shape, device=devices.cpu, dtype=dtype)
 
 
-def test_what_counts_dtype_kind_and_plain_shapes_only() -> None:
+def test_what_counts_dtype_kind_and_plain_shapes_sum_to_cannot_reduce() -> None:
     with stc.tracectx(TraceCtx()) as trace:
         i = _tensor("i", (4,), dtypes.int64)
         flag = _tensor("flag", (4,), dtypes.bool8)
         f32, bf16 = _tensor("f32", (4,), dtypes.float32), _tensor("bf16", (4,), dtypes.bfloat16)
         c64 = _tensor("c64", (4,), dtypes.complex64)
         wide = _tensor("wide", (2, 4), dtypes.float32)
+        odd, scalar = _tensor("odd", (3,), dtypes.float32), _tensor("scalar", (), dtypes.float32)
         names_before = set(trace.names)
     assert mismatch(i, f32) == "dtype float32 where the primal's is int64"
     assert mismatch(flag, f32) is not None and mismatch(c64, f32) is not None and mismatch(f32, c64) is not None
     assert mismatch(bf16, f32) is None and mismatch(f32, bf16) is None  # another float width: not counted
-    assert mismatch(f32, wide) == "shape [2, 4] where the primal's is [4]"
+    assert mismatch(wide, f32) == "shape [4] where the primal's is [2, 4]"  # sum_to cannot make [2, 4] of it
+    assert mismatch(f32, odd) == "shape [3] where the primal's is [4]"
+    assert mismatch(f32, wide) is None and mismatch(scalar, wide) is None  # a broadcast: vjp sums it back
     assert mismatch(f32, None) is None and mismatch(3, f32) is None and mismatch(f32, f32) is None
     # lined up as backward_pass returns them: nested sequences, a kwargs dict, constants
-    found = mismatches((i, [f32, 2], {"k": bf16}), (f32, [wide, None], {"k": i}))
-    assert [(p.name, g.name) for p, g, _ in found] == [("i", "f32"), ("f32", "wide"), ("bf16", "i")]
+    found = mismatches((i, [f32, 2], {"k": bf16}), (f32, [odd, None], {"k": i}))
+    assert [(p.name, g.name) for p, g, _ in found] == [("i", "f32"), ("f32", "odd"), ("bf16", "i")]
     assert set(trace.names) == names_before  # nothing named, nothing created
 
 

@@ -7,7 +7,8 @@ torch autograd's ``validate_outputs`` enforces it for the gradients a backward r
 gradients; both are compared here with their primals, tensor proxy with tensor proxy, reading only stored
 attributes: the dtype always (its kind: a float gradient for an integer or bool primal, a real one for a
 complex primal, or the reverse), the shape only where both are plain ints (symbolic dimensions are never
-compared: that would record symbols in the active trace). A float gradient of another width (an ``f32``
+compared: that would record symbols in the active trace) and only when Thunder's ``sum_to`` cannot bring the
+gradient back to it (a CPU scalar tensor's gradient is a broadcast that ``vjp`` sums back). A float gradient of another width (an ``f32``
 cotangent of a ``bf16`` value) is not counted: torch autograd casts a returned gradient to its input's dtype,
 and Thunder's mixed-precision rules compute in the wider type on purpose (#1878's class: ``grad_chooser_backward``
 returned ``f32`` for an ``i64`` primal)::
@@ -96,9 +97,17 @@ def mismatch(primal: Any, gradient: Any) -> str | None:
     if kind is not None and got is not None and kind != got:
         return f"dtype {_long(theirs)} where the primal's is {_long(mine)}"
     shape, other = _plain_shape(primal), _plain_shape(gradient)
-    if shape is not None and other is not None and shape != other:
+    if shape is not None and other is not None and not _sums_to(other, shape):
         return f"shape {list(other)} where the primal's is {list(shape)}"
     return None
+
+
+def _sums_to(gradient: tuple[int, ...], primal: tuple[int, ...]) -> bool:
+    """Whether Thunder's ``sum_to`` makes ``gradient`` ``primal``'s shape: the same, or a broadcast of it (a CPU
+    scalar tensor's gradient has the other operand's shape, and ``vjp`` sums it back)."""
+    if len(primal) > len(gradient):
+        return False
+    return all(p in (g, 1) for p, g in zip(reversed(primal), reversed(gradient)))
 
 
 def mismatches(primals: Any, gradients: Any) -> list[tuple[TensorProxy, TensorProxy, str]]:
