@@ -52,6 +52,7 @@ TraceCheck = Literal[
     "detached-under-grad",
     "generated-code",
     "untranslated-value",
+    "gradient-mismatch",
     "borrowed-namer",
     "replaced-name",
     "name-taken",
@@ -118,6 +119,9 @@ FIXES: Final[dict[str, str]] = {
     "runs itself before the trace runs: thunder.common.transform_to_torch_types(trace, translate_all=True), as "
     "thunder.jit does for the epilogue since #2669 (a pass that adds such a symbol after that step translates its "
     "arguments itself: thunder.dtypes.to_torch_dtype, thunder.devices.to_torch_device)",
+    "gradient-mismatch": "make the grad rule return each gradient with its primal's dtype and shape (convert it: "
+    "prims.convert_element_type(grad, x.dtype); reduce or reshape a broadcast one to x.shape), as "
+    "grad_chooser_backward does since #1878",
     "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "
     "commit_names(into=bw)",
     "replaced-name": "ask for a name the trace does not hold yet (or none), and use the name the proxy got",

@@ -22,6 +22,7 @@ import thunder.core.trace as thunder_trace
 
 from safe_tracectx._support.pass_catalog import PASSES, HookKind, PassSpec
 from safe_tracectx.hooks.bindings import wrap_binding
+from safe_tracectx.hooks.gradients import watch_backward_pass, watch_decomposed_rule
 from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass, wrap_phase
@@ -179,6 +180,12 @@ def plan() -> list[Patch]:
         evaluate = getattr(interpreter, name, None)
         if evaluate is not None:
             patches.append(Patch(name, evaluate, make_interpreter_hook(evaluate)))
+    import thunder.core.transforms as transforms
+
+    for name, watch in (("backward_pass", watch_backward_pass), ("decomposed_fn_backward_rule", watch_decomposed_rule)):
+        function = getattr(transforms, name, None)
+        if function is not None:
+            patches.append(Patch(name, function, watch(function)))
     return patches
 
 

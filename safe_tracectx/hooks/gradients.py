@@ -1,0 +1,174 @@
+"""Thunder's VJP backward pass, watched for a cotangent whose dtype or shape is not its primal's.
+
+``thunder.core.transforms.backward_pass(forward_env, trace, init_cotangents)`` is wrapped (it is looked up as a
+module global by ``backward_fn`` of ``forward_and_backward_from_trace``, by ``vjp_call`` and by
+``decomposed_fn_backward_rule``, which runs it again over a symbol's decomposition). The wrapper compares the
+cotangents it is handed with the trace's outputs before it runs, and the gradients it returns with the trace's
+inputs after (``traces.gradients``), and reports each mismatch before the next grad rule reads it. A
+decomposition's inputs are new proxies (``a``); ``decomposed_fn_backward_rule`` is wrapped too, to say which
+value of the enclosing trace each one is (``t2``). The same arguments go through, the same value comes back,
+an exception is never touched, and nothing is created or named::
+
+    >>> from safe_tracectx.hooks.gradients import watch_backward_pass
+    >>> def backward_pass(forward_env, trace, init_cotangents):
+    ...     return ()
+    >>> watch_backward_pass(backward_pass).__wrapped__ is backward_pass
+    True
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, Final
+
+from safe_tracectx._support import events
+from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.labels import describe_trace
+from safe_tracectx.errors import TraceContextError
+from safe_tracectx.hooks.reporting import internal_error, report_all, switched_off
+from safe_tracectx.traces.gradients import KIND, grad_rules, mismatches, pairs
+from safe_tracectx.traces.violations import Violation
+
+__all__ = ["watch_backward_pass", "watch_decomposed_rule"]
+
+_PASS: Final = ("VJP backward pass", "thunder.core.transforms.backward_pass")
+
+
+@dataclasses.dataclass
+class _Frame:
+    """One running ``backward_pass``: its trace, what its inputs are in the enclosing trace, the caller's frame,
+    and the gradients already reported (shared down the chain: one report per bad gradient)."""
+
+    trace: Any
+    outer: dict[int, Any]
+    parent: _Frame | None
+    reported: list[Any]
+
+
+#: The running backward pass of this context; the primals a decomposed rule hands the next one it starts.
+_FRAME: Final[contextvars.ContextVar[_Frame | None]] = contextvars.ContextVar("safe_tracectx_vjp", default=None)
+_PRIMALS: Final[contextvars.ContextVar[Any]] = contextvars.ContextVar("safe_tracectx_vjp_primals", default=None)
+
+
+def _active() -> bool:
+    return events.naming_hooked.on and not switched_off(KIND)
+
+
+def watch_decomposed_rule(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``decomposed_fn_backward_rule``: the backward pass it starts is told the primals it was given."""
+
+    @functools.wraps(original)
+    def decomposed_fn_backward_rule(decomposed_fn: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        token = _PRIMALS.set(args)
+        try:
+            return original(decomposed_fn, args, *rest, **kwargs)
+        finally:
+            _PRIMALS.reset(token)
+
+    return decomposed_fn_backward_rule
+
+
+def watch_backward_pass(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``backward_pass``, its cotangents checked against the trace's outputs and its gradients against its inputs."""
+
+    @functools.wraps(original)
+    def backward_pass(forward_env: Any, trace: Any, init_cotangents: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _active():
+            return original(forward_env, trace, init_cotangents, *args, **kwargs)
+        frame_token = primals_token = None
+        try:
+            frame = _enter(trace)
+            frame_token, primals_token = _FRAME.set(frame), _PRIMALS.set(None)
+            _check(frame, _outputs(trace, init_cotangents), "is handed", "cotangent", "output")
+        except TraceContextError:
+            _leave(frame_token, primals_token)
+            raise
+        except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
+            internal_error(f"the cotangents handed to backward_pass over {trace!r}", bug)
+        try:
+            result = original(forward_env, trace, init_cotangents, *args, **kwargs)
+            if frame_token is not None:
+                try:
+                    _check(_FRAME.get(), (tuple(getattr(trace, "args", ())), result), "returns", "gradient", "input")
+                except TraceContextError:
+                    raise
+                except Exception as bug:  # noqa: BLE001
+                    internal_error(f"the gradients backward_pass returned over {trace!r}", bug)
+            return result
+        finally:
+            _leave(frame_token, primals_token)
+
+    return backward_pass
+
+
+def _enter(trace: Any) -> _Frame:
+    parent, given = _FRAME.get(), _PRIMALS.get()
+    outer: dict[int, Any] = {}
+    if parent is not None and given is not None:  # a decomposition: its inputs are the symbol's arguments
+        outer = {id(inner): value for inner, value in pairs(tuple(getattr(trace, "args", ())), tuple(given))
+                 if inner is not None}
+    reported = parent.reported if parent is not None else []
+    return _Frame(trace, outer, parent if outer else None, reported)
+
+
+def _leave(frame_token: Any, primals_token: Any) -> None:
+    if primals_token is not None:
+        _PRIMALS.reset(primals_token)
+    if frame_token is not None:
+        _FRAME.reset(frame_token)
+
+
+def _outputs(trace: Any, init_cotangents: Any) -> tuple[Any, Any]:
+    """(the trace's outputs, the cotangents) lined up as backward_pass lines them up (one output, one cotangent)."""
+    output = getattr(trace, "output", None)
+    if isinstance(init_cotangents, tuple | list) and len(init_cotangents) == 1 and not isinstance(output, tuple | list):
+        return (output,), tuple(init_cotangents)
+    return output, init_cotangents
+
+
+def _enclosing(frame: _Frame, primal: Any) -> list[Any]:
+    """``primal`` and what it is in each enclosing trace, innermost first (``a``, then ``t2``)."""
+    found = [primal]
+    while frame.parent is not None and id(found[-1]) in frame.outer:
+        found.append(frame.outer[id(found[-1])])
+        frame = frame.parent
+    return found
+
+
+def _check(frame: _Frame | None, lined_up: tuple[Any, Any], verb: str, what: str, side: str) -> None:
+    if frame is None:
+        return
+    errors = []
+    for primal, value, why in mismatches(*lined_up):
+        if any(value is seen for seen in frame.reported):
+            continue
+        frame.reported.append(value)
+        errors.append(_error(frame, primal, value, why, verb, what, side))
+    if errors:
+        report_all(errors)
+
+
+def _error(frame: _Frame, primal: Any, value: Any, why: str, verb: str, what: str, side: str) -> TraceContextError:
+    import thunder.core.transforms as transforms
+
+    chain = _enclosing(frame, primal)
+    names = [getattr(p, "name", "?") for p in chain]
+    shown = names[-1] + (f" ({', '.join(names[:-1])} in the decomposition)" if len(names) > 1 else "")
+    rules = grad_rules(frame.trace, primal, transforms.backward_impls, getattr(transforms, "_grad_fn_map", {}))
+    if what == "gradient":
+        source = (f"; it comes from {' or '.join(label for label, _ in rules)}" if rules else "")
+    else:
+        source = ": a grad rule run before handed it on"
+    violation = Violation(
+        KIND, getattr(value, "name", "?"),
+        f"backward_pass {verb} the {what} {getattr(value, 'name', '?')} for the {side} {shown} with {why}{source}; "
+        "a gradient must have its primal's dtype and shape, so the grad rules that read it next fail or compute "
+        "something else",
+        f"Thunder's VJP backward pass over {describe_trace(frame.trace)}",
+        also=tuple(dict.fromkeys(reversed(names))),
+        culprit=rules[0] if rules else _PASS,
+    )
+    return violation.to_error(find_call_site())
