@@ -8,6 +8,7 @@
 - ``grad_mode``: a symbol called with grad enabled whose output is detached from autograd;
 - ``generated_code``: whether a trace's Python compiles and calls only what it defines;
 - ``torch_values``: Thunder's dtypes and devices that a program about to run hands to Python;
+- ``substitution``: a trace substitution that swaps a traced value for a tensor of another dtype;
 - ``violations``: ``Violation``, one finding with its names and its fix;
 - ``fingerprint``: a trace's content as a hash, to see a pass mutate its input.
 """

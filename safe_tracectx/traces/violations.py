@@ -41,6 +41,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "detached-under-grad": BrokenTraceError,
     "generated-code": BrokenTraceError,
     "untranslated-value": BrokenTraceError,
+    "dtype-changed-by-substitution": BrokenTraceError,
 }
 
 
