@@ -90,7 +90,7 @@ def _report(processor: Any, violation: Violation) -> None:
         if key in compilation.reported:
             return
         compilation.reported.add(key)
-    trace = getattr(processor, "new_trace", None)
+    trace: Any = getattr(processor, "new_trace", None)
     assert violation.culprit is not None
     error = culprit_error(compilation, violation, trace, find_call_site(skip_thunder=True),
                           fallback=violation.culprit, context="a trace substitution: ")
