@@ -53,6 +53,7 @@ TraceCheck = Literal[
     "generated-code",
     "untranslated-value",
     "gradient-mismatch",
+    "dtype-changed-by-substitution",
     "borrowed-namer",
     "replaced-name",
     "name-taken",
@@ -113,6 +114,9 @@ FIXES: Final[dict[str, str]] = {
     "torch.no_grad() region): wrap the meta in thunder.torch.call_higher_order_function_and_consider_outer_autograd_"
     "setting, as Thunder's torch.ops.higher_order.autograd_function_apply lookaside does (its torch.autograd."
     "Function lookaside does not, on Thunder 0.2.6)",
+    "dtype-changed-by-substitution": "make what stands in for a traced value (a grad rule's forward, an executor's "
+    "implementation) compute it with the dtype it was traced with, e.g. fwd = prims.div(a, b) rather than a / b in "
+    "the grad rule of prims.div (#2626), or mark the symbol nondifferentiable",
     "generated-code": "a bound symbol's name is what the generated program calls: give it an identifier that its "
     "call context (bsym._call_ctx) defines",
     "untranslated-value": "translate Thunder's dtypes and devices to torch's in every symbol of a trace that Python "

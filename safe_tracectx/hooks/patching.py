@@ -28,6 +28,7 @@ from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass, wrap_phase
 from safe_tracectx.hooks.runs import DECLARED
 from safe_tracectx.hooks.steps import hook_methods, make_interpreter_hook, unhook_methods
+from safe_tracectx.hooks.substitution import hook_substitution, unhook_substitution
 from safe_tracectx.hooks.thunderfx import wrap_splitter
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
@@ -194,10 +195,12 @@ def apply(patches: list[Patch]) -> None:
     _rebind({id(patch.original): (patch.original, patch.replacement) for patch in patches}, _modules())
     hook_classes()
     hook_methods()
+    hook_substitution()
 
 
 def remove(patches: list[Patch]) -> None:
     """Bind each original back wherever its replacement is bound, in every module loaded now; unhook the classes."""
+    unhook_substitution()
     unhook_methods()
     unhook_classes()
     _rebind({id(patch.replacement): (patch.replacement, patch.original) for patch in patches}, _modules())

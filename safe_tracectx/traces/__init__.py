@@ -9,6 +9,7 @@
 - ``generated_code``: whether a trace's Python compiles and calls only what it defines;
 - ``gradients``: a cotangent or gradient whose dtype kind or shape is not its primal's;
 - ``torch_values``: Thunder's dtypes and devices that a program about to run hands to Python;
+- ``substitution``: a trace substitution that swaps a traced value for a tensor of another dtype;
 - ``violations``: ``Violation``, one finding with its names and its fix;
 - ``fingerprint``: a trace's content as a hash, to see a pass mutate its input.
 """

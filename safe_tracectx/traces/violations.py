@@ -42,6 +42,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "generated-code": BrokenTraceError,
     "untranslated-value": BrokenTraceError,
     "gradient-mismatch": BrokenTraceError,
+    "dtype-changed-by-substitution": BrokenTraceError,
 }
 
 
