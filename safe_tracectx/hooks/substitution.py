@@ -6,7 +6,8 @@ violation is charged to the pass running the processor (the grad transform for i
 acted on, so strict raises before the swap is made and before Thunder's own failure at run time. The
 original is then called with the same arguments and its result returned; its exceptions are untouched.
 ``rerun_trace``'s processor is left alone: it re-traces every symbol to fix metadata, so no symbol keeps
-what was traced for the old value::
+what was traced for the old value; so is an executor's translation of a symbol (its metas follow what runs, and the
+symbols after it are given to the executors again)::
 
     >>> from thunder.core.trace_interpreter import TraceSubstitutionProcessor as Processor
     >>> from safe_tracectx.hooks import installed
@@ -62,6 +63,17 @@ def _substituted(processor: Any, frame: FrameType | None) -> Any:
     return None
 
 
+def _executor_operation(processor: Any, bsym: Any) -> bool:
+    """Whether what stands in for ``bsym`` is made of an executor's operations (the operator executors' pass):
+    typed by the executor's metas after what runs (torch's sum of a bool tensor is int64 where ``prims.sum``'s
+    meta says bool), and every later symbol is given to an executor again with the new value. A grad rule's
+    forward is Thunder's symbols re-stating the one it stands for: another dtype there is another computation."""
+    new = getattr(processor, "new_bsyms", None)
+    if bsym is None or not isinstance(new, list) or not new:
+        return False
+    return all(getattr(getattr(b, "sym", None), "executor", None) is not None for b in new)
+
+
 def _step(processor: Any) -> tuple[str, str]:
     """(label, qualname) of the pass running ``processor``: the current run, else the processor's class."""
     run = current_run.get()
@@ -74,8 +86,10 @@ def _step(processor: Any) -> tuple[str, str]:
 def _check(processor: Any, old: Any, new: Any, frame: FrameType | None) -> Violation | None:
     if swapped_dtypes(old, new) is None or type(processor).__name__ in _RETRACING or switched_off(KIND):
         return None  # the common case: one isinstance, one dtype comparison
-    label, qualname = _step(processor)
     bsym = _substituted(processor, frame)
+    if _executor_operation(processor, bsym):
+        return None
+    label, qualname = _step(processor)
     violation = dtype_swap(old, new, getattr(processor, "trace", None), bsym, f"{label} ({qualname})")
     if violation is None:
         return None
