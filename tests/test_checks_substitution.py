@@ -142,3 +142,21 @@ def test_the_read_only_pieces() -> None:
     assert readers_of(processor.trace, "a") == ["bound symbol 1 (neg)"]
     assert readers_of(processor.trace, "out") == ["bound symbol 2 (python_return)"]
     assert readers_of(processor.trace, "nothing") == []
+
+
+def test_a_users_patch_made_while_installed_is_kept_at_uninstall() -> None:
+    original = TraceSubstitutionProcessor.add_to_swap_map
+
+    def users(self: Any, old: Any, new: Any) -> Any:
+        return original(self, old, new)  # type: ignore[no-untyped-call]
+
+    try:
+        with installed(STRICT):
+            assert TraceSubstitutionProcessor.add_to_swap_map is not original
+            TraceSubstitutionProcessor.add_to_swap_map = users  # type: ignore[method-assign]
+        assert TraceSubstitutionProcessor.add_to_swap_map is users  # not put back over the user's
+        with installed(STRICT):
+            assert TraceSubstitutionProcessor.add_to_swap_map.__wrapped__ is users  # type: ignore[attr-defined]
+        assert TraceSubstitutionProcessor.add_to_swap_map is users
+    finally:
+        TraceSubstitutionProcessor.add_to_swap_map = original  # type: ignore[method-assign]

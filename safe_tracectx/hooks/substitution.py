@@ -35,10 +35,13 @@ from safe_tracectx.traces.violations import Violation
 
 __all__ = ["hook_substitution", "hooked_substitution", "unhook_substitution"]
 
-#: (class, original method) while hooked.
-_replaced: Final[list[tuple[type, Any]]] = []
+#: (class, original method, ours) while hooked.
+_replaced: Final[list[tuple[type, Any, Any]]] = []
 #: Processors whose purpose is new metadata for every symbol (they re-trace each one).
 _RETRACING: Final = frozenset({"RerunProcessor"})
+#: Where the operator executors' pass defines its processor (a grad transform an executor registers runs in the
+#: grad transform's processor, and is checked as a grad rule is).
+_EXECUTORS_PASS: Final = "thunder.executors.passes"
 #: How many frames up the symbol being substituted is looked for.
 _MAX_FRAMES: Final = 6
 
@@ -69,7 +72,7 @@ def _executor_operation(processor: Any, bsym: Any) -> bool:
     meta says bool), and every later symbol is given to an executor again with the new value. A grad rule's
     forward is Thunder's symbols re-stating the one it stands for: another dtype there is another computation."""
     new = getattr(processor, "new_bsyms", None)
-    if bsym is None or not isinstance(new, list) or not new:
+    if bsym is None or not isinstance(new, list) or not new or type(processor).__module__ != _EXECUTORS_PASS:
         return False
     return all(getattr(getattr(b, "sym", None), "executor", None) is not None for b in new)
 
@@ -136,17 +139,19 @@ def hook_substitution() -> None:
     if _replaced or cls is None or "add_to_swap_map" not in cls.__dict__:
         return
     original = cls.__dict__["add_to_swap_map"]
-    setattr(cls, "add_to_swap_map", _make(original))
-    _replaced.append((cls, original))
+    ours = _make(original)
+    setattr(cls, "add_to_swap_map", ours)
+    _replaced.append((cls, original, ours))
 
 
 def unhook_substitution() -> None:
-    """Put the original method back."""
+    """Put the original method back, unless the user replaced ours meanwhile (their patch is left in place)."""
     while _replaced:
-        cls, original = _replaced.pop()
-        setattr(cls, "add_to_swap_map", original)
+        cls, original, ours = _replaced.pop()
+        if cls.__dict__.get("add_to_swap_map") is ours:
+            setattr(cls, "add_to_swap_map", original)
 
 
 def hooked_substitution() -> list[str]:
     """``module.Class.add_to_swap_map`` of the method replaced now."""
-    return [f"{cls.__module__}.{cls.__qualname__}.add_to_swap_map" for cls, _ in _replaced]
+    return [f"{cls.__module__}.{cls.__qualname__}.add_to_swap_map" for cls, _, _ in _replaced]
