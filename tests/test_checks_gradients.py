@@ -114,6 +114,10 @@ def test_thunders_own_rules_are_silent_int_inputs_mixed_precision_and_shapes() -
         # a CPU scalar tensor's gradient is the other operand's shape; vjp sums it back (test_vjp_correctness_add)
         thunder.trace()(transforms.vjp(lambda a, s: a + s), (torch.randn(4, 4), torch.tensor(2.0)),
                         (torch.ones(4, 4),))
+        # the user's cotangents: a float one for argmax's int output (never read), an int one for a float output
+        thunder.trace()(transforms.vjp(lambda a: (a.sin(), a.argmax(0))), (torch.randn(3, 4),),
+                        (torch.ones(3, 4), torch.zeros(4)))
+        thunder.trace()(transforms.vjp(lambda a: a.sin()), (torch.randn(3, 4),), (torch.ones(3, 4, dtype=torch.int64),))
     assert w.grad is not None and w.grad.dtype == torch.bfloat16
     assert log.violations == []
 
@@ -136,7 +140,8 @@ def test_what_counts_dtype_kind_and_plain_shapes_sum_to_cannot_reduce() -> None:
     assert mismatch(bf16, f32) is None and mismatch(f32, bf16) is None  # another float width: not counted
     assert mismatch(wide, f32) == "shape [4] where the primal's is [2, 4]"  # sum_to cannot make [2, 4] of it
     assert mismatch(f32, odd) == "shape [3] where the primal's is [4]"
-    assert mismatch(f32, wide) is None and mismatch(scalar, wide) is None  # a broadcast: vjp sums it back
+    assert mismatch(f32, wide) == "shape [2, 4] where the primal's is [4]"  # an expand: summed back, doubled
+    assert mismatch(scalar, wide) is None  # a CPU scalar tensor's: vjp sums it back
     assert mismatch(f32, None) is None and mismatch(3, f32) is None and mismatch(f32, f32) is None
     # lined up as backward_pass returns them: nested sequences, a kwargs dict, constants
     found = mismatches((i, [f32, 2], {"k": bf16}), (f32, [odd, None], {"k": i}))

@@ -29,7 +29,7 @@ from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.errors import TraceContextError
 from safe_tracectx.hooks.reporting import internal_error, report_all, switched_off
-from safe_tracectx.traces.gradients import KIND, grad_rules, mismatches, pairs
+from safe_tracectx.traces.gradients import KIND, grad_rules, is_inexact, mismatches, pairs
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["watch_backward_pass", "watch_decomposed_rule"]
@@ -46,6 +46,8 @@ class _Frame:
     outer: dict[int, Any]
     parent: _Frame | None
     reported: list[Any]
+    #: The cotangents the user handed the outermost backward pass (theirs to choose: never a rule's mistake).
+    given: tuple[Any, ...] = ()
 
 
 #: The running backward pass of this context; the primals a decomposed rule hands the next one it starts.
@@ -80,9 +82,10 @@ def watch_backward_pass(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(forward_env, trace, init_cotangents, *args, **kwargs)
         frame_token = primals_token = None
         try:
-            frame = _enter(trace)
+            frame = _enter(trace, init_cotangents)
             frame_token, primals_token = _FRAME.set(frame), _PRIMALS.set(None)
-            _check(frame, _outputs(trace, init_cotangents), "is handed", "cotangent", "output")
+            if frame.parent is not None:  # a decomposition's cotangents come from a grad rule, the top's from the user
+                _check(frame, _read_cotangents(*_outputs(trace, init_cotangents), frame.given), "is handed", "cotangent", "output")
         except TraceContextError:
             _leave(frame_token, primals_token)
             raise
@@ -104,14 +107,15 @@ def watch_backward_pass(original: Callable[..., Any]) -> Callable[..., Any]:
     return backward_pass
 
 
-def _enter(trace: Any) -> _Frame:
+def _enter(trace: Any, init_cotangents: Any) -> _Frame:
     parent, given = _FRAME.get(), _PRIMALS.get()
     outer: dict[int, Any] = {}
     if parent is not None and given is not None:  # a decomposition: its inputs are the symbol's arguments
         outer = {id(inner): value for inner, value in pairs(tuple(getattr(trace, "args", ())), tuple(given))
                  if inner is not None}
     reported = parent.reported if parent is not None else []
-    return _Frame(trace, outer, parent if outer else None, reported)
+    given_by_user = parent.given if parent is not None else tuple(c for _, c in pairs(init_cotangents, init_cotangents))
+    return _Frame(trace, outer, parent if outer else None, reported, given_by_user)
 
 
 def _leave(frame_token: Any, primals_token: Any) -> None:
@@ -127,6 +131,14 @@ def _outputs(trace: Any, init_cotangents: Any) -> tuple[Any, Any]:
     if isinstance(init_cotangents, tuple | list) and len(init_cotangents) == 1 and not isinstance(output, tuple | list):
         return (output,), tuple(init_cotangents)
     return output, init_cotangents
+
+
+def _read_cotangents(outputs: Any, cotangents: Any, given: tuple[Any, ...]) -> tuple[list[Any], list[Any]]:
+    """The (output, cotangent) pairs to compare: not an integer or bool output's (Thunder takes it for a constant
+    of the VJP and never reads its cotangent), nor one the user handed in (``given``: torch too takes an int
+    cotangent for a float output)."""
+    found = [(o, c) for o, c in pairs(outputs, cotangents) if is_inexact(o) and not any(c is g for g in given)]
+    return [o for o, _ in found], [c for _, c in found]
 
 
 def _enclosing(frame: _Frame, primal: Any) -> list[Any]:

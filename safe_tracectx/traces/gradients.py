@@ -7,8 +7,8 @@ torch autograd's ``validate_outputs`` enforces it for the gradients a backward r
 gradients; both are compared here with their primals, tensor proxy with tensor proxy, reading only stored
 attributes: the dtype always (its kind: a float gradient for an integer or bool primal, a real one for a
 complex primal, or the reverse), the shape only where both are plain ints (symbolic dimensions are never
-compared: that would record symbols in the active trace) and only when Thunder's ``sum_to`` cannot bring the
-gradient back to it (a CPU scalar tensor's gradient is a broadcast that ``vjp`` sums back). A float gradient of another width (an ``f32``
+compared: that would record symbols in the active trace) and not for a scalar tensor primal (a CPU scalar tensor's gradient is
+the other operand's shape, and ``vjp`` sums it back). A float gradient of another width (an ``f32``
 cotangent of a ``bf16`` value) is not counted: torch autograd casts a returned gradient to its input's dtype,
 and Thunder's mixed-precision rules compute in the wider type on purpose (#1878's class: ``grad_chooser_backward``
 returned ``f32`` for an ``i64`` primal)::
@@ -40,7 +40,7 @@ from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.traces.bound_proxies import proxy_args
 
-__all__ = ["KIND", "grad_rules", "mismatch", "mismatches", "pairs", "rule_name"]
+__all__ = ["KIND", "grad_rules", "is_inexact", "mismatch", "mismatches", "pairs", "rule_name"]
 
 KIND: Final = "gradient-mismatch"
 _MAX_DEPTH: Final = 16
@@ -77,6 +77,11 @@ def _kind(dtype: Any) -> str | None:
     return None
 
 
+def is_inexact(proxy: Any) -> bool:
+    """Whether ``proxy`` is a tensor proxy of a float or complex dtype (one whose cotangent is read)."""
+    return isinstance(proxy, TensorProxy) and _kind(getattr(proxy, "_dtype", None)) in ("float", "complex")
+
+
 def _long(dtype: Any) -> str:
     return str(dtype).removeprefix("thunder.dtypes.").removesuffix("_")
 
@@ -103,11 +108,10 @@ def mismatch(primal: Any, gradient: Any) -> str | None:
 
 
 def _sums_to(gradient: tuple[int, ...], primal: tuple[int, ...]) -> bool:
-    """Whether Thunder's ``sum_to`` makes ``gradient`` ``primal``'s shape: the same, or a broadcast of it (a CPU
-    scalar tensor's gradient has the other operand's shape, and ``vjp`` sums it back)."""
-    if len(primal) > len(gradient):
-        return False
-    return all(p in (g, 1) for p, g in zip(reversed(primal), reversed(gradient)))
+    """Whether ``gradient`` is ``primal``'s shape, or ``primal`` is a scalar tensor: Thunder's elementwise prims
+    broadcast only a (CPU) scalar tensor, whose gradient has the other operand's shape and ``vjp`` sums back. Any
+    other broadcast gradient is a rule's mistake that summing back turns into other numbers (an expand doubles it)."""
+    return gradient == primal or primal == ()
 
 
 def mismatches(primals: Any, gradients: Any) -> list[tuple[TensorProxy, TensorProxy, str]]:
