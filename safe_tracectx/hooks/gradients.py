@@ -7,7 +7,12 @@ cotangents it is handed with the trace's outputs before it runs, and the gradien
 inputs after (``traces.gradients``), and reports each mismatch before the next grad rule reads it. A
 decomposition's inputs are new proxies (``a``); ``decomposed_fn_backward_rule`` is wrapped too, to say which
 value of the enclosing trace each one is (``t2``). The same arguments go through, the same value comes back,
-an exception is never touched, and nothing is created or named::
+an exception is never touched, and nothing is created or named. The grad transform ``thunder.jit`` runs
+(``augmented_forward_pass``) never calls ``backward_pass``: there a grad rule associates each gradient with its
+primal through ``prims.put_grad``, whose meta is wrapped while installed (``hook_put_grad``: the one symbol
+every rule's ``put_grad`` goes through, whatever module bound it). A gradient that meta is sure to reject (another
+shape, or another kind of dtype, for a float primal) is reported first, with the primal, the gradient and the
+rule that put it, and the meta then runs as before::
 
     >>> from safe_tracectx.hooks.gradients import watch_backward_pass
     >>> def backward_pass(forward_env, trace, init_cotangents):
@@ -21,7 +26,9 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
+import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, Final
 
 from safe_tracectx._support import events
@@ -29,10 +36,10 @@ from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.errors import TraceContextError
 from safe_tracectx.hooks.reporting import internal_error, report_all, switched_off
-from safe_tracectx.traces.gradients import KIND, grad_rules, is_inexact, mismatches, pairs
+from safe_tracectx.traces.gradients import KIND, grad_rules, is_inexact, mismatch, mismatches, pairs
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["watch_backward_pass", "watch_decomposed_rule"]
+__all__ = ["hook_put_grad", "unhook_put_grad", "watch_backward_pass", "watch_decomposed_rule"]
 
 _PASS: Final = ("VJP backward pass", "thunder.core.transforms.backward_pass")
 
@@ -184,3 +191,96 @@ def _error(frame: _Frame, primal: Any, value: Any, why: str, verb: str, what: st
         culprit=rules[0] if rules else _PASS,
     )
     return violation.to_error(find_call_site())
+
+
+#: (the put_grad symbol, its meta, ours) while hooked.
+_put_grad_metas: Final[list[tuple[Any, Any, Any]]] = []
+#: Frames between the meta and the rule that called ``put_grad``: the symbol's call, a language context.
+_PLUMBING: Final = ("/thunder/core/symbol.py", "/thunder/core/langctxs.py")
+_MAX_FRAMES: Final = 8
+
+
+def _rule_frame(frame: FrameType | None) -> FrameType | None:
+    """The frame of the function that put the gradient: past the symbol's plumbing and ``put_grads``-like helpers."""
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if not code.co_filename.replace("\\", "/").endswith(_PLUMBING) and not code.co_name.startswith("put_grad"):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _rejected(grad_for: Any, grad: Any) -> str | None:
+    """How ``grad`` is not ``grad_for``'s gradient where ``prims.put_grad``'s meta is sure to raise, or None: it
+    ignores an integer or bool primal's gradient, and leaves a CPU scalar tensor's shape alone."""
+    if not is_inexact(grad_for) or getattr(grad, "_shape", None) == () and _on_cpu(grad):
+        return None
+    return mismatch(grad_for, grad)
+
+
+def _on_cpu(proxy: Any) -> bool:
+    return str(getattr(getattr(proxy, "_device", None), "devicetype", "")).lower().endswith("cpu")
+
+
+def _put_grad_error(grad_for: Any, grad: Any, why: str, frame: FrameType | None) -> TraceContextError:
+    from thunder.core.trace import get_tracectx
+
+    rule = _rule_frame(frame)
+    if rule is not None:
+        qualname = getattr(rule.f_code, "co_qualname", rule.f_code.co_name)
+        culprit = (f"the grad rule {qualname}", f"{rule.f_globals.get('__name__', '?')}.{qualname}")
+        source = f"; the grad rule {qualname} put it"
+    else:
+        culprit, source = ("prims.put_grad", "thunder.core.prims.put_grad"), ""
+    primal, gradient = getattr(grad_for, "name", "?"), getattr(grad, "name", "?")
+    violation = Violation(
+        KIND, gradient,
+        f"prims.put_grad is given the gradient {gradient} for {primal} with {why}{source}; a gradient must have "
+        "its primal's dtype and shape, and Thunder's put_grad rejects this one",
+        f"the grad rule's trace {describe_trace(get_tracectx())}",
+        also=(primal,),
+        culprit=culprit,
+    )
+    return violation.to_error(find_call_site())
+
+
+def _make_put_grad_meta(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def put_grad_meta(grad_for: Any, grad: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active():
+            try:
+                why = _rejected(grad_for, grad)
+                error = None if why is None else _put_grad_error(grad_for, grad, why, sys._getframe(1))
+            except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
+                internal_error("a gradient put by prims.put_grad", bug)
+                error = None
+            if error is not None:
+                report_all([error])  # strict raises here, before Thunder's meta does
+        return original(grad_for, grad, *args, **kwargs)
+
+    return put_grad_meta
+
+
+def hook_put_grad() -> None:
+    """Wrap ``prims.put_grad``'s meta (once: a second call changes nothing). The symbol is frozen, so the field is
+    set as its own ``__init__`` sets it; its hash and equality read its id, never its meta."""
+    import thunder.core.prims as prims
+
+    symbol = getattr(prims, "put_grad", None)
+    meta = getattr(symbol, "meta", None)
+    if _put_grad_metas or meta is None:
+        return
+    ours = _make_put_grad_meta(meta)
+    object.__setattr__(symbol, "meta", ours)
+    _put_grad_metas.append((symbol, meta, ours))
+
+
+def unhook_put_grad() -> None:
+    """Put the original meta back, unless someone replaced ours meanwhile (theirs is left in place)."""
+    while _put_grad_metas:
+        symbol, meta, ours = _put_grad_metas.pop()
+        if getattr(symbol, "meta", None) is ours:
+            object.__setattr__(symbol, "meta", meta)
+

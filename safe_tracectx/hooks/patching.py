@@ -22,7 +22,7 @@ import thunder.core.trace as thunder_trace
 
 from safe_tracectx._support.pass_catalog import PASSES, HookKind, PassSpec
 from safe_tracectx.hooks.bindings import wrap_binding
-from safe_tracectx.hooks.gradients import watch_backward_pass, watch_decomposed_rule
+from safe_tracectx.hooks.gradients import hook_put_grad, unhook_put_grad, watch_backward_pass, watch_decomposed_rule
 from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass, wrap_phase
@@ -196,10 +196,12 @@ def apply(patches: list[Patch]) -> None:
     hook_classes()
     hook_methods()
     hook_substitution()
+    hook_put_grad()
 
 
 def remove(patches: list[Patch]) -> None:
     """Bind each original back wherever its replacement is bound, in every module loaded now; unhook the classes."""
+    unhook_put_grad()
     unhook_substitution()
     unhook_methods()
     unhook_classes()
