@@ -95,10 +95,12 @@ def test_thunders_fixed_rule_is_silent_and_computes_what_torch_does() -> None:
     a, value = _inputs()
     with stc.audit() as log, installed(STRICT):
         out = thunder.jit(bcast_fn)(a, value)
-        out.sum().backward()
+        loss: Any = out.sum()
+        loss.backward()
     assert log.violations == []
     ea, ev = a.detach().clone().requires_grad_(), value.detach().clone().requires_grad_()
-    bcast_fn(ea, ev).sum().backward()
+    expected: Any = bcast_fn(ea, ev).sum()
+    expected.backward()
     assert a.grad is not None and value.grad is not None and ea.grad is not None and ev.grad is not None
     torch.testing.assert_close((out, a.grad, value.grad), (bcast_fn(ea, ev), ea.grad, ev.grad))
 
@@ -142,7 +144,7 @@ def test_a_meta_someone_replaced_meanwhile_is_left_in_place() -> None:
     original = prims.put_grad.meta
 
     def theirs(grad_for: Any, grad: Any) -> None:
-        return original(grad_for, grad)
+        original(grad_for, grad)
 
     install(STRICT)
     try:
