@@ -8,7 +8,9 @@ Three methods of ``TraceCtx`` are hooked while installed:
   in-place ops``, ``Dead Code Elimination``, ...) renames it;
 - ``python_callable``: the trace is about to run. It is checked as a program
   that runs as it is (dead code included), and the function Thunder compiled
-  from it must find every global name it reads.
+  from it must find every global name it reads. A callable made only as the
+  argument of ``functools.wraps`` (Thunder's lookasides borrow a trace's name
+  and signature this way) is read, not run, and is not checked.
 
 Steps cost one append each; they are checked only to find the culprit of a
 violation seen elsewhere::
@@ -25,6 +27,8 @@ violation seen elsewhere::
 
 from __future__ import annotations
 
+import linecache
+import re
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -96,14 +100,34 @@ def _make_set_provenance(original: Callable[..., None]) -> Callable[..., None]:
     return set_provenance
 
 
+_WRAPS_ARGUMENT: Final = re.compile(r"\bwraps\(\s*$")
+
+
+def _made_for_wraps(frame: FrameType) -> bool:
+    """Whether the call ``frame`` is making (of ``python_callable``) is the argument of ``wraps(...)``: the caller
+    takes the function's name, signature and ``__wrapped__`` from it (``@wraps(trace.python_callable())`` in
+    Thunder's lookasides) and never runs it."""
+    try:
+        line, _, column, _ = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+        if line is None or column is None:
+            return False
+        text = linecache.getline(frame.f_code.co_filename, line).encode()[:column].decode(errors="replace")
+    except (IndexError, ValueError):  # no position for this instruction: a call like any other
+        return False
+    return _WRAPS_ARGUMENT.search(text) is not None
+
+
 def _make_python_callable(original: Callable[..., Any]) -> Callable[..., Any]:
     def python_callable(self: TraceCtx, *args: Any, **kwargs: Any) -> Any:
         function = original(self, *args, **kwargs)
         compilation = compilations.current()
         if compilation is not None:
+            caller = sys._getframe(1)
+            if _made_for_wraps(caller):
+                return function
             # thunder.jit's own callables (prologue, computation, epilogue) are the ones it runs and hands results
             # from: a transform may ask for a callable only to read it, before Thunder has translated its types.
-            by_jit = sys._getframe(1).f_globals.get("__name__") == "thunder"
+            by_jit = caller.f_globals.get("__name__") == "thunder"
             check_about_to_run(compilation, self, function, by_jit=by_jit)
             function = guarded_backward(compilation, self, function)
         return function
@@ -170,7 +194,8 @@ def _about_to_run(
     found: list[Violation] = []
     if compilations.checked_kind(trace):
         found = compilation.findings(trace, executed=True)[0]
-    if function is None:
+    if function is None:  # interpreted symbol by symbol: no program calls the symbols by their printed names
+        found = [v for v in found if v.kind != "generated-code"]
         return found + _handover_about_to_run(compilation, trace)
     found += [
         Violation(

@@ -200,8 +200,8 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
             problem = program.callee_problem(bsym)
             if not own_context:
                 callees[id(sym)] = problem
-        if problem is not None:
-            add("generated-code", program.callee(bsym), problem, index)
+        if problem is not None:  # the program fails when it calls it: a defect on its way until the trace runs
+            add("generated-code", program.callee(bsym), problem, index, note=True)
         if getattr(sym, "is_fusion", False):
             _check_region(bsym, index, add)
     return violations, notes

@@ -1,0 +1,117 @@
+"""A trace is checked as a program that runs when Thunder runs it as Python, and only then.
+
+``python_callable()`` is the moment a trace's program is made to run; a callable made only as the argument of
+``functools.wraps`` (Thunder's autograd.Function lookaside at the end of 2024 took a scratch trace's name this way,
+#1221's fix) is read, never run. A callee the program cannot name fails only when the program runs as Python:
+``interpret_trace`` evaluates each symbol itself, and a trace a later pass transforms may lose the symbol.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from thunder.core import prims
+from thunder.core.devices import cpu
+from thunder.core.dtypes import float32
+from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import BoundSymbol, Symbol
+from thunder.core.trace import TraceCtx, tracectx
+from thunder.core.trace_interpreter import interpret_trace
+from thunder.core.transform_common import Transform
+
+import safe_tracectx as stc
+from safe_tracectx import STRICT, BrokenTraceError, NameClashError
+from safe_tracectx.hooks import installed
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+
+
+def _scratch(defect: str) -> TraceCtx:
+    """A trace of one input ``a`` whose program has ``defect``: ``twice`` (b defined twice) or ``callee`` (a call
+    of ``myneg``, which its call context does not define)."""
+    def scratch(a: Any) -> Any:
+        return a
+
+    trace = TraceCtx(scratch)
+    with tracectx(trace):
+        a, b = (TensorProxy(n, shape=(2,), device=cpu, dtype=float32) for n in ("a", "b"))
+    trace.args = (a,)
+    if defect == "twice":
+        trace.bound_symbols += [prims.neg.bind(a, output=b), prims.exp.bind(a, output=b)]
+    else:
+        myneg = Symbol(name="myneg", meta=None)
+        trace.bound_symbols.append(BoundSymbol(myneg, args=(a,), kwargs={}, output=b, _call_ctx={"other": torch.neg}))
+    trace.bound_symbols.append(prims.python_return.bind(b, output=None))
+    return trace
+
+
+class MakesACallable(Transform):
+    """While the compile runs, makes the callable of a scratch trace: for ``functools.wraps`` only, or to run."""
+
+    def __init__(self, defect: str, *, for_wraps: bool) -> None:
+        self.defect, self.for_wraps, self.made = defect, for_wraps, False
+
+    def transform_traces_pre_prologue(self, prologue: TraceCtx, computation: TraceCtx, epilogue: Any, **kwargs: Any) -> Any:
+        scratch = _scratch(self.defect)
+        if self.for_wraps:
+            @functools.wraps(scratch.python_callable())
+            def interface(*args: Any) -> Any:
+                return args
+
+            assert interface.__name__ == "scratch"
+        else:
+            scratch.python_callable()
+        self.made = True
+        return prologue, computation, epilogue
+
+
+def _compile(transform: MakesACallable) -> torch.Tensor:
+    result: torch.Tensor = thunder.jit(lambda x: x.sin(), transforms=[transform])(torch.ones(2))
+    assert transform.made
+    return result
+
+
+@pytest.mark.parametrize("defect", ["twice", "callee"])
+def test_a_callable_made_for_wraps_is_read_not_run_and_not_checked(defect: str) -> None:
+    transform = MakesACallable(defect, for_wraps=True)
+    with stc.audit() as log, installed(STRICT):
+        result = _compile(transform)
+    assert log.violations == []
+    torch.testing.assert_close(result, torch.ones(2).sin())
+
+
+@pytest.mark.parametrize(("defect", "error", "kind"), [
+    ("twice", NameClashError, "defined-twice"), ("callee", BrokenTraceError, "generated-code"),
+])
+def test_the_same_callable_made_to_run_is_checked_and_strict_raises(defect: str, error: type[Exception], kind: str) -> None:
+    with installed(STRICT), pytest.raises(error) as info:
+        _compile(MakesACallable(defect, for_wraps=False))
+    assert getattr(info.value, "kind") == kind and "the trace about to run" in str(info.value)
+    assert "MakesACallable.transform_traces_pre_prologue" in str(info.value)
+
+
+class InterpretsACallee(Transform):
+    """Evaluates a trace holding a symbol its program cannot call by name with ``interpret_trace``, which maps each
+    symbol itself (as the VJP does), and keeps what it computed."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def transform_traces_pre_prologue(self, prologue: TraceCtx, computation: TraceCtx, epilogue: Any, **kwargs: Any) -> Any:
+        scratch = _scratch("callee")
+        self.value = interpret_trace(scratch, torch.full((2,), 2.0), symbol_mapper=lambda bsym: torch.neg)
+        return prologue, computation, epilogue
+
+
+def test_an_interpreted_trace_has_no_callee_to_name() -> None:
+    transform = InterpretsACallee()
+    with stc.audit() as log, installed(STRICT):
+        thunder.jit(lambda x: x.cos(), transforms=[transform])(torch.ones(2))
+    assert log.violations == []
+    torch.testing.assert_close(transform.value, torch.full((2,), -2.0))
