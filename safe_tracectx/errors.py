@@ -48,6 +48,7 @@ TraceCheck = Literal[
     "handover-emptied",
     "forward-reads-backward",
     "stale-after-in-place",
+    "flat-args-mismatch",
     "stale-proxy-after-swap",
     "detached-under-grad",
     "generated-code",
@@ -105,6 +106,9 @@ FIXES: Final[dict[str, str]] = {
     "stale-after-in-place": "make every later reader of an updated tensor read the in-place symbol's output "
     "(thunder.core.update_aliases.insert_alias_updates does this for a trace: run it on a trace before its symbols "
     "are traced into another, as a grad rule's augmented forward)",
+    "flat-args-mismatch": "a pass that changes a computation trace's arguments changes its return's flat_args "
+    "with them, one entry per flattened argument in the same order (new_return['flat_args'] = "
+    "list(new_trace.args), as thunder.transforms.quantization does)",
     "stale-proxy-after-swap": "swap a proxy in every use, nested arguments, keyword arguments and subsymbols "
     "included (bsym.from_bsym_swap_proxies(swap_map) with the map keyed by variableify(proxy)), or trace the "
     "symbols again on the new proxy so that their outputs are computed for it; a pass that changes a proxy's "

@@ -32,7 +32,9 @@ from typing import Any, Final
 
 import torch
 
+from safe_tracectx.traces.call_inputs import call_storages, storage_keys
 from safe_tracectx.traces.checks import Violation, trace_findings
+from safe_tracectx.traces.program import signature_name
 from safe_tracectx.traces.grad_mode import Retagging, detached_across
 
 __all__ = ["Compilation", "Step", "checked_kind", "current", "end", "is_backward", "signature_name", "start"]
@@ -72,7 +74,8 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "retagged", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings", "__weakref__")
+                 "grad_enabled", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
         #: (code, id) of the frame of the outermost Thunder call that runs the compilation (``thunder.jit``'s
@@ -104,6 +107,11 @@ class Compilation:
         #: The ``names`` sets of those traces (``from_trace`` shares them): a trace derived from one belongs here.
         self._names: dict[int, Any] = {}
         self._by_trace: dict[int, Step] = {}
+        #: The ``args`` and ``kwargs`` of the call being compiled (given to the interpretation) as their storages
+        #: (``traces.call_inputs.call_storages``: no tensor of the user's is kept).
+        self.call: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        #: (prologues read, each input name's storage in the call) once a prologue is there.
+        self._storages: tuple[int, dict[str, int]] | None = None
         #: id(trace) -> (weak reference, stamp, violations, notes): each trace is checked once while unchanged.
         self._findings: dict[int, tuple[Any, tuple[int, int], list[Violation], list[Violation]]] = {}
 
@@ -156,6 +164,7 @@ class Compilation:
         """The compilation ended: the traces its passes read or returned are no longer kept alive."""
         self._kept = None
         self.retagged, self._retagged_proxies = {}, []
+        self.call = None
 
     def step_of(self, trace: Any) -> Step | None:
         """The step that made ``trace``, if one of this compilation did."""
@@ -170,11 +179,23 @@ class Compilation:
         stamp = _stamp(bsyms)
         cached = self._findings.get(id(trace))
         if cached is None or cached[0]() is not trace or cached[1] != stamp:
-            violations, notes = trace_findings(trace)
+            violations, notes = trace_findings(trace, storages=self.storages())
             self._findings[id(trace)] = (weakref.ref(trace), stamp, violations, notes)
         else:
             violations, notes = cached[2], cached[3]
         return (violations + notes, []) if executed else (violations, notes)
+
+    def storages(self) -> dict[str, int] | None:
+        """The storage of each tensor input name in the call being compiled (by the prologues made so far), or
+        None while there is no call or no prologue to read it from."""
+        if self.call is None:
+            return None
+        prologues = [t for t in (s.ref() for s in self.steps) if t is not None and signature_name(t) == "prologue"]
+        if not prologues:
+            return None
+        if self._storages is None or self._storages[0] != len(prologues):
+            self._storages = (len(prologues), storage_keys(prologues, self.call))
+        return self._storages[1]
 
     def detached(self, outputs: list[Any], *, since: int, maker: str) -> list[tuple[Violation, Any]]:
         """The outputs detached under grad in the interpretation's computation traces (the only ones that still
@@ -207,16 +228,6 @@ class Compilation:
             if any(v.kind == kind and v.name == name for v in (*violations, *notes)):
                 return step
         return None
-
-
-def signature_name(trace: Any) -> str | None:
-    """The name of the function a trace defines (``computation``, ``backward_fn``, ``prologue``, ...), if known."""
-    info = getattr(trace, "_siginfo", None)
-    if info is not None:
-        return str(info.name)
-    fn = getattr(trace, "fn", None)
-    name = getattr(fn, "__name__", None)
-    return None if name is None else str(name)
 
 
 #: A prologue or epilogue unpacks names it never registers: only computation and backward traces are checked.
@@ -253,10 +264,10 @@ def _outermost_thunder_frame(frame: FrameType | None) -> FrameType | None:
     return None
 
 
-def start(*, frame: FrameType | None = None) -> Compilation:
-    """A new compilation in this context (the interpretation pass begins, in ``frame``): it lasts while the
-    outermost Thunder call above ``frame`` runs (without ``frame``, until another starts); one running already
-    is current again when it ends."""
+def start(*, frame: FrameType | None = None, call: tuple[Any, ...] = ()) -> Compilation:
+    """A new compilation in this context (the interpretation pass begins, in ``frame``, given the ``args`` and
+    ``kwargs`` of ``call``): it lasts while the outermost Thunder call above ``frame`` runs (without ``frame``,
+    until another starts); one running already is current again when it ends."""
     outer = current() if frame is not None else None
     if outer is None and (replaced := _current.get()) is not None:
         replaced.release()
@@ -267,6 +278,8 @@ def start(*, frame: FrameType | None = None) -> Compilation:
     while outer is not None and outer.extent is not None and outer.extent == compilation.extent:
         outer.release()
         outer = compilation.outer = outer.outer
+    if len(call) == 2 and isinstance(call[0], tuple) and isinstance(call[1], dict):
+        compilation.call = call_storages(call[0], call[1])
     _current.set(compilation)
     return compilation
 

@@ -71,7 +71,8 @@ class PassRun:
         #: ThunderFX: the FX graph and split module a compilation interprets (its function is the first input),
         #: or the split the splitter made (``hooks.fx_splits``); None elsewhere.
         self.thunderfx = fx_splits.compiled_by(values[0]) if starts_compilation and values else None
-        compilation = compilations.start(frame=sys._getframe()) if starts_compilation else compilations.current()
+        # the interpretation is given (fn, args, kwargs): the user's call
+        compilation = compilations.start(frame=sys._getframe(), call=values[1:3]) if starts_compilation else compilations.current()
         if compilation is not None and not starts_compilation and not any(compilation.owns(t) for t in self.inputs):
             compilation = None  # a pass outside the compilation running in this context
         #: The compilation this pass is part of (pair, steps and what was reported already).

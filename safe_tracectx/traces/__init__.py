@@ -5,6 +5,7 @@
 - ``joint``: a joint forward-backward trace as Thunder's split reads it;
 - ``checks``: the trace checks (``check_trace``, ``trace_findings``);
 - ``handover``: the forward/backward saved-for-backward hand-over;
+- ``flat_args``: the inputs a computation trace's return hands to autograd, against its arguments;
 - ``grad_mode``: a symbol called with grad enabled whose output is detached from autograd;
 - ``generated_code``: whether a trace's Python compiles and calls only what it defines;
 - ``gradients``: a cotangent or gradient whose dtype kind or shape is not its primal's;

@@ -3,16 +3,16 @@
 Thunder turns a trace into a Python function by name: its parameters are the
 names of its signature, each top-level bound symbol assigns the names of its
 outputs, and every name a bound symbol reads must have been assigned before.
-A violation here means the generated program will fail, compute something
-else, or a name is about to clash: a use with no definition, a name defined
-twice (whatever the objects), a name the trace's namer will hand out again, a
-callee the program cannot name, a traceless proxy, two different computations
-sharing a name across fusion regions, a saved-for-backward hand-over that does
-not match, a forward symbol of a joint trace reading a backward value, a joint trace whose forward reads a
-tensor an in-place symbol it leaves to the backward updated, a symbol reading a name as another tensor than the
-one its definition gives (other shape or dtype: a pass swapped the proxy and missed that use). Same-named objects are one variable, as in the program. Unlike
-``thunder.dev_utils.check_trace``, nothing is made active, no name registered,
-no cache filled::
+A violation here means the generated program will fail, compute something else, or a
+name is about to clash: a use with no definition, a name defined twice (whatever the
+objects), a name the trace's namer will hand out again, a callee the program cannot name, a
+traceless proxy, one name computed differently in two fusion regions, a saved-for-backward
+hand-over that does not match, a forward symbol of a joint trace reading a backward value or
+a tensor an in-place update it leaves to the backward changed, a return handing autograd
+other inputs than the trace's arguments, a symbol reading a name as another tensor than its
+definition gives (a pass swapped the proxy and missed that use). Same-named objects are one
+variable, as in the program. Unlike ``thunder.dev_utils.check_trace``, nothing is made
+active, no name registered, no cache filled::
 
     >>> import torch, thunder
     >>> from safe_tracectx.traces.checks import check_trace
@@ -29,6 +29,7 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.checks")
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 from thunder.core.prims import PrimIDs
@@ -39,8 +40,9 @@ from safe_tracectx._support.arguments import expect_trace
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.traceless_proxies import is_traceless, traceless_proxies_made
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.flat_args import flat_args_mismatches
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
-from safe_tracectx.traces.program import Program, signature_names
+from safe_tracectx.traces.program import Program, signature_name, signature_names
 from safe_tracectx.traces.swaps import other_tensor
 from safe_tracectx.traces.violations import KINDS, Violation, ViolationKind, bsym_label
 
@@ -77,12 +79,15 @@ def generatable(name: str, trace: Any) -> bool:
     return isinstance(counter, int) and int(match.group(2)) >= counter
 
 
-def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Violation], list[Violation]]:
+def trace_findings(
+    trace: TraceCtx, *, executed: bool = False, storages: Mapping[str, int] | None = None
+) -> tuple[list[Violation], list[Violation]]:
     """(violations, notes) of ``trace``; reads only.
 
     A note is a violation in dead code that Thunder's dead-code elimination
     removes before the trace runs; with ``executed`` (the trace is about to
-    run as it is) there are no notes.
+    run as it is) there are no notes. ``storages``: the storage of each input
+    name in the call being compiled, when known (:mod:`~safe_tracectx.traces.call_inputs`).
     """
     expect_trace(trace, "check_trace()")
     program = Program(trace)
@@ -95,13 +100,14 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
 
     bsyms = trace.bound_symbols
 
-    def add(kind: ViolationKind, name: str, message: str, index: int | None, *, note: bool = False) -> None:
+    def add(kind: ViolationKind, name: str, message: str, index: int | None, *, note: bool = False,
+            also: tuple[str, ...] = (), advice: str | None = None) -> None:
         nonlocal dead
         if (kind, name) in reported:
             return
         reported.add((kind, name))
         where = "trace inputs" if index is None else bsym_label(index, bsyms[index])
-        violation = Violation(kind, name, message, where)
+        violation = Violation(kind, name, message, where, also=also, advice=advice)
         if index is not None and not executed and not note:
             if dead is None:
                 dead = program.dead_indices()
@@ -145,6 +151,10 @@ def trace_findings(trace: TraceCtx, *, executed: bool = False) -> tuple[list[Vio
                 f"{bsym_label(index, bsyms[index])} computes from the cotangent {name} without the BACKWARD tag: a "
                 f"fusion pass may group it with the forward, which then reads {name}, never defined there", index,
                 note=True)
+    # thunder.jit's computation hands flat_args to autograd (a pass's own joint trace copies them: not its business)
+    for mismatch in flat_args_mismatches(trace, storages) if signature_name(trace) == "computation" else ():
+        add("flat-args-mismatch", mismatch.names[0], mismatch.message, len(bsyms) - 1, also=mismatch.names[1:],
+            advice=mismatch.advice)
     deleted: dict[str, int] = {}  # name -> the `del` that ended it
     for index, bsym in enumerate(bsyms):
         reads = proxy_args(bsym)

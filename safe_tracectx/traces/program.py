@@ -28,8 +28,9 @@ from thunder.core.symbol import default_python_printer
 
 from safe_tracectx.traces import joint
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.flat_args import return_flat_args
 
-__all__ = ["Program", "signature_names"]
+__all__ = ["Program", "signature_name", "signature_names"]
 
 _RETURN: Final = PrimIDs.RETURN
 _DEL: Final = PrimIDs.DEL
@@ -49,6 +50,16 @@ def _signature(trace: Any) -> Any:
         return codeutils.get_siginfo(fn, trace.args, trace.kwargs)
     except Exception:  # noqa: BLE001 - a function Thunder cannot read a signature of either: no signature
         return None
+
+
+def signature_name(trace: Any) -> str | None:
+    """The name of the function a trace defines (``computation``, ``backward_fn``, ``prologue``, ...), if known."""
+    info = getattr(trace, "_siginfo", None)
+    if info is not None:
+        return str(info.name)
+    fn = getattr(trace, "fn", None)
+    name = getattr(fn, "__name__", None)
+    return None if name is None else str(name)
 
 
 def signature_names(trace: Any) -> frozenset[str] | None:
@@ -229,14 +240,7 @@ class Program:
 
     def flat_inputs(self) -> list[Any] | None:
         """The flat inputs a forward trace returns for its backward to differentiate (``'flat_args'``)."""
-        bsyms = self.trace.bound_symbols
-        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
-            return None
-        first = bsyms[-1].args[0]
-        if isinstance(first, tuple | list) and first and isinstance(first[0], dict):
-            first = first[0]
-        flat = first.get("flat_args") if isinstance(first, dict) else None
-        return list(flat) if isinstance(flat, tuple | list) else None
+        return return_flat_args(self.trace)
 
     def gradients(self) -> list[Any] | None:
         """What a backward trace returns: one gradient (or None) per flat input of its forward."""

@@ -37,6 +37,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "handover-emptied": BrokenTraceError,
     "forward-reads-backward": BrokenTraceError,
     "stale-after-in-place": BrokenTraceError,
+    "flat-args-mismatch": BrokenTraceError,
     "stale-proxy-after-swap": BrokenTraceError,
     "detached-under-grad": BrokenTraceError,
     "generated-code": BrokenTraceError,

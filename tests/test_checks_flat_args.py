@@ -1,0 +1,173 @@
+"""flat-args-mismatch: a computation trace's return hands autograd (``flat_args``) its own arguments, by position.
+
+#2093's LoRA pass added arguments and left ``flat_args`` as it was; Thunder 0.2.6's alias pass replaces an input
+that shares no storage with the others when an unused input comes first (a wrong result, no error).
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+import weakref
+from typing import Any
+
+import pytest
+import torch
+from thunder.core import prims
+from thunder.core.devices import cpu
+from thunder.core.dtypes import float32
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx, tracectx
+
+import safe_tracectx as stc
+from safe_tracectx import STRICT, BrokenTraceError
+from safe_tracectx.hooks import installed
+from safe_tracectx.hooks import compilation as compilations
+from safe_tracectx.traces.call_inputs import call_storages, storage_keys, unpacked
+from safe_tracectx.traces.checks import check_trace, trace_findings
+from safe_tracectx.traces.flat_args import flat_args_mismatches
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+
+
+def _computation(*arguments: str, flat: list[str], updated: dict[str, str] | None = None) -> TraceCtx:
+    """A computation trace of ``arguments`` returning ``{"output": ..., "flat_args": flat}``; ``updated`` maps a
+    name to the argument an in-place update computes it from."""
+    scope: dict[str, Any] = {}  # thunder.jit's name for the trace whose flat_args autograd reads, its parameters
+    exec(f"def computation({', '.join(arguments)}): pass", scope)
+    trace = TraceCtx(scope["computation"])
+    with tracectx(trace):
+        proxies = {n: TensorProxy(n, shape=(2,), device=cpu, dtype=float32) for n in arguments}
+        for made, source in (updated or {}).items():
+            proxies[made] = TensorProxy(made, shape=(2,), device=cpu, dtype=float32)
+            trace.bound_symbols.append(prims.neg.bind(proxies[source], output=proxies[made]))
+        out = TensorProxy("out", shape=(2,), device=cpu, dtype=float32)
+        for name in (n for n in flat if n not in proxies):  # neither an argument nor computed: from outside
+            proxies[name] = TensorProxy(name, shape=(2,), device=cpu, dtype=float32)
+    trace.args = tuple(proxies[n] for n in arguments)
+    trace.bound_symbols.append(prims.add.bind(trace.args[0], trace.args[-1], output=out))
+    trace.bound_symbols.append(prims.python_return.bind({"output": out, "flat_args": [proxies[n] for n in flat]},
+                                                        output=None))
+    return trace
+
+
+def _found(trace: TraceCtx, storages: dict[str, int] | None = None) -> set[tuple[str, ...]]:
+    return {m.names for m in flat_args_mismatches(trace, storages)}
+
+
+def test_the_arguments_and_their_in_place_values_hand_over() -> None:
+    assert _found(_computation("a", "b", flat=["a", "b"])) == set()
+    assert _found(_computation("a", "b", flat=["t0", "b"], updated={"t0": "a"})) == set()
+    assert check_trace(_computation("a", "b", flat=["t0", "b"], updated={"t0": "a"})) == []
+
+
+def test_arguments_added_without_an_entry_are_named() -> None:
+    trace = _computation("x", "w", "w_lora_a", "w_lora_b", flat=["x", "w"])
+    (violation,) = check_trace(trace)
+    assert violation.kind == "flat-args-mismatch" and isinstance(violation.to_error(), BrokenTraceError)
+    assert violation.to_error().names == ("w_lora_a", "w_lora_b")
+    assert "2 flat_args (x, w) for the trace's 4 arguments" in violation.message
+    assert "new_return['flat_args']" in violation.fix
+
+
+def test_an_entry_computed_from_no_argument_is_named() -> None:
+    trace = _computation("a", "b", flat=["a", "c"])
+    violation = next(v for v in check_trace(trace) if v.kind == "flat-args-mismatch")
+    assert violation.to_error().names == ("b",) and "c is computed from no argument" in violation.message
+    # a value made of another argument in b's place is the alias pass's way: taken on trust without the call
+    assert _found(_computation("a", "b", flat=["a", "t0"], updated={"t0": "a"})) == set()
+
+
+def test_another_input_in_an_arguments_place_must_share_its_storage() -> None:
+    trace = _computation("y", "x", "a", flat=["y", "y", "y"])  # Thunder 0.2.6's replacement, as in its trace
+    assert _found(trace) == set()  # without the call: the alias pass's replacement is taken on trust
+    assert _found(trace, {"y": 1, "x": 1, "a": 1}) == set()  # all three views of one storage
+    assert _found(trace, {"y": 1, "x": 1, "a": 2}) == {("a", "y")}
+    assert _found(trace, {"y": 1, "x": 1}) == set()  # a's storage unknown (a parameter, a subclass): no judgement
+    (violation,) = trace_findings(trace, storages={"y": 1, "x": 1, "a": 2})[0]
+    assert "do not share storage in this call" in violation.message and "alias_tensor_indices" in violation.fix
+
+
+def test_a_trace_a_pass_builds_for_itself_copies_flat_args_as_it_likes() -> None:
+    """rematerialize_forward_and_backward's joint_fn takes the forward's and the backward's inputs and returns the
+    forward's flat_args: only thunder.jit's computation hands them to autograd."""
+    trace = _computation("x", "t14", flat=["x"])
+    assert [v.kind for v in check_trace(trace)] == ["flat-args-mismatch"]
+    scope: dict[str, Any] = {}
+    exec("def joint_fn(x, t14): pass", scope)
+    trace.fn = scope["joint_fn"]
+    assert check_trace(trace) == []
+
+
+def test_the_check_reads_only() -> None:
+    trace = _computation("x", "w", "extra", flat=["x", "w"])
+    before = (list(map(id, trace.bound_symbols)), set(trace.names), [dict(b.__dict__) for b in trace.bound_symbols])
+    flat_args_mismatches(trace, {"x": 1})
+    assert before == (list(map(id, trace.bound_symbols)), set(trace.names), [dict(b.__dict__) for b in trace.bound_symbols])
+
+
+def _with_unused_first(unused: Any, y: Any, x: Any, a: Any) -> Any:
+    return a.exp().add_(x) + y
+
+
+def _aliased_first(y: Any, x: Any, a: Any) -> Any:
+    return a.exp().add_(x) + y
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    x = torch.randn(2, 2)
+    return x[0], x.view(2, 2), x, torch.randn(2, 2)
+
+
+def test_the_call_is_kept_as_storages_read_through_the_prologue() -> None:
+    unused, y, x, a = _inputs()
+    jitted = thunder.jit(_with_unused_first)
+    jitted(unused, y, x, a)
+    prologues: Any = thunder.last_prologue_traces(jitted)  # a list, though Thunder annotates it as one TraceCtx
+    prologue = prologues[-1]
+    call = call_storages((unused, y, x, a), {})
+    assert call[0][0] == call[0][1] == call[0][2] != call[0][3]
+    names = unpacked(prologue, (unused, y, x, a), {})
+    assert names["a"] is a and names["x"] is x and names["y"] is y
+    keys = storage_keys([prologue], call)
+    assert keys["y"] == keys["x"] != keys["a"]
+
+
+def test_thunders_alias_pass_replacing_an_unrelated_input_is_reported_before_the_wrong_result() -> None:
+    unused, y, x, a = _inputs()
+    expected = _with_unused_first(*(t.clone() for t in (unused, y, x, a)))  # clones: no aliasing in eager
+    right = torch.allclose(thunder.jit(_with_unused_first)(*_inputs()), expected)
+    if right:  # a Thunder whose alias pass maps the groups to the right inputs: nothing to report
+        with stc.audit() as log, installed(STRICT):
+            thunder.jit(_with_unused_first)(*_inputs())
+        assert log.violations == []
+        return
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:  # Thunder 0.2.6 and main
+        thunder.jit(_with_unused_first)(unused, y, x, a)
+    error: Any = info.value
+    assert error.kind == "flat-args-mismatch" and error.names[:2] == ("a", "y")
+    assert "insert_alias_updates" in str(error) and "do not share storage in this call" in str(error)
+
+
+def test_inputs_that_share_storage_replaced_by_one_of_them_are_silent_and_right() -> None:
+    _, y, x, a = _inputs()
+    expected = _aliased_first(*(t.clone() for t in (y, x, a)))
+    with stc.audit() as log, installed(STRICT):
+        got = thunder.jit(_aliased_first)(y, x, a)
+    assert log.violations == []
+    torch.testing.assert_close(got, expected)
+
+
+def test_the_compilation_keeps_no_tensor_of_the_call() -> None:
+    big = torch.randn(64)
+    alive = weakref.ref(big)
+    with installed(STRICT):
+        thunder.jit(lambda t: t * 2)(big)
+        compilation = compilations._current.get()
+        assert compilation is not None and compilation.call is not None
+        del big
+        gc.collect()
+        assert alive() is None  # the call is kept as storages (ints), not as the user's tensors
