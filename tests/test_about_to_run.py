@@ -57,7 +57,9 @@ class MakesACallable(Transform):
     def __init__(self, defect: str, *, for_wraps: bool) -> None:
         self.defect, self.for_wraps, self.made = defect, for_wraps, False
 
-    def transform_traces_pre_prologue(self, prologue: TraceCtx, computation: TraceCtx, epilogue: Any, **kwargs: Any) -> Any:
+    def transform_traces_pre_prologue(
+        self, prologue_trace: TraceCtx, computation_trace: TraceCtx, epilogue_trace: TraceCtx | None, **kwargs: Any
+    ) -> Any:
         scratch = _scratch(self.defect)
         if self.for_wraps:
             @functools.wraps(scratch.python_callable())
@@ -68,7 +70,7 @@ class MakesACallable(Transform):
         else:
             scratch.python_callable()
         self.made = True
-        return prologue, computation, epilogue
+        return prologue_trace, computation_trace, epilogue_trace
 
 
 def _compile(transform: MakesACallable) -> torch.Tensor:
@@ -103,10 +105,13 @@ class InterpretsACallee(Transform):
     def __init__(self) -> None:
         self.value: Any = None
 
-    def transform_traces_pre_prologue(self, prologue: TraceCtx, computation: TraceCtx, epilogue: Any, **kwargs: Any) -> Any:
+    def transform_traces_pre_prologue(
+        self, prologue_trace: TraceCtx, computation_trace: TraceCtx, epilogue_trace: TraceCtx | None, **kwargs: Any
+    ) -> Any:
         scratch = _scratch("callee")
-        self.value = interpret_trace(scratch, torch.full((2,), 2.0), symbol_mapper=lambda bsym: torch.neg)
-        return prologue, computation, epilogue
+        evaluate: Any = interpret_trace
+        self.value = evaluate(scratch, torch.full((2,), 2.0), symbol_mapper=lambda bsym: torch.neg)
+        return prologue_trace, computation_trace, epilogue_trace
 
 
 def test_an_interpreted_trace_has_no_callee_to_name() -> None:
