@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 
 def executors(argv: Sequence[str] | None = None) -> list[Any] | None:
@@ -44,3 +45,24 @@ def same_forward_and_backward(
     for x, eager in zip(inputs, eager_inputs):
         if x.requires_grad:
             torch.testing.assert_close(x.grad, eager.grad, atol=atol, rtol=1e-4)
+
+
+def same_as_eager(function: Callable[..., Any], jitted: Callable[..., Any], *inputs: Any, atol: float = 1e-5) -> Any:
+    """Thunder's outputs equal eager PyTorch's on copies of ``inputs``, and, where eager's outputs require grad, so do
+    Thunder's and the gradients of every input that requires grad (of the outputs' sum): AssertionError otherwise."""
+    eager_inputs = [x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
+                    for x in inputs]
+    expected = function(*eager_inputs)
+    got = jitted(*inputs)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=1e-4)
+    differentiable = [(g, e) for g, e in zip(tree_leaves(got), tree_leaves(expected))
+                      if isinstance(e, torch.Tensor) and e.requires_grad]
+    if not differentiable:
+        return got
+    assert all(g.requires_grad for g, _ in differentiable), "an output does not require grad (eager's does)"
+    sum(g.sum() for g, _ in differentiable).backward()
+    sum(e.sum() for _, e in differentiable).backward()
+    for index, (x, eager) in enumerate(zip(inputs, eager_inputs)):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            torch.testing.assert_close(x.grad, eager.grad, atol=atol, rtol=1e-4, msg=f"gradient of input {index}")
+    return got

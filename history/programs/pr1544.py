@@ -13,9 +13,15 @@ the backward is printed, as a user inspecting Thunder's traces does.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
-import thunder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import same_as_eager  # noqa: E402
+
+import thunder  # noqa: E402
 
 
 class Fn(torch.autograd.Function):
@@ -36,15 +42,8 @@ def fn(x: torch.Tensor) -> torch.Tensor:
 
 def main() -> None:
     torch.manual_seed(0)
-    a = torch.randn(2, requires_grad=True)
-    a_eager = a.detach().clone().requires_grad_(True)
     jfn = thunder.jit(fn)
-    got = jfn(a)
-    expected = fn(a_eager)
-    torch.testing.assert_close(got, expected)
-    got.sum().backward()
-    expected.sum().backward()
-    torch.testing.assert_close(a.grad, a_eager.grad)
+    same_as_eager(fn, jfn, torch.randn(2, requires_grad=True))
     for trace in (*thunder.last_traces(jfn), *thunder.last_backward_traces(jfn)):
         str(trace)
     print("ok")

@@ -14,9 +14,15 @@ Checked against eager PyTorch, forward and backward.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
-import thunder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import same_as_eager  # noqa: E402
+
+import thunder  # noqa: E402
 from thunder.executors.torch_compile import torch_compile_ex
 
 
@@ -37,14 +43,7 @@ def func(x: torch.Tensor) -> torch.Tensor:
 
 
 def main() -> None:
-    x = torch.ones(2, requires_grad=True)
-    cfunc = thunder.jit(func, executors=[torch_compile_ex])
-    actual = cfunc(x)
-    (actual_gr,) = torch.autograd.grad(actual.sum(), x)
-    expected = func(x)
-    (expected_gr,) = torch.autograd.grad(expected.sum(), x)
-    torch.testing.assert_close(actual, expected)
-    torch.testing.assert_close(actual_gr, expected_gr)
+    same_as_eager(func, thunder.jit(func, executors=[torch_compile_ex]), torch.ones(2, requires_grad=True))
     print("ok")
 
 

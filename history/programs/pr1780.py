@@ -9,9 +9,15 @@ Forward and backward checked against eager PyTorch.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
-import thunder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import same_as_eager  # noqa: E402
+
+import thunder  # noqa: E402
 
 
 def pick_row(x: torch.Tensor) -> torch.Tensor:
@@ -21,15 +27,7 @@ def pick_row(x: torch.Tensor) -> torch.Tensor:
 
 def main() -> None:
     torch.manual_seed(0)
-    x = torch.randn(3, 2, requires_grad=True)
-    jitted = thunder.jit(pick_row)
-    got = jitted(x)
-    (got_grad,) = torch.autograd.grad(got.sum(), x)
-    eager_x = x.detach().clone().requires_grad_()
-    expected = pick_row(eager_x)
-    (expected_grad,) = torch.autograd.grad(expected.sum(), eager_x)
-    torch.testing.assert_close(got, expected)
-    torch.testing.assert_close(got_grad, expected_grad)
+    same_as_eager(pick_row, thunder.jit(pick_row), torch.randn(3, 2, requires_grad=True))
     print("ok")
 
 

@@ -11,9 +11,15 @@ forward and backward.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
-import thunder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import same_as_eager  # noqa: E402
+
+import thunder  # noqa: E402
 
 
 def copy_then_scale(a: torch.Tensor) -> torch.Tensor:
@@ -22,17 +28,7 @@ def copy_then_scale(a: torch.Tensor) -> torch.Tensor:
 
 def main() -> None:
     torch.manual_seed(0)
-    a = torch.randn(3, requires_grad=True)
-    a_eager = a.detach().clone().requires_grad_(True)
-    jitted = thunder.jit(copy_then_scale)
-
-    got = jitted(a)
-    expected = copy_then_scale(a_eager)
-    torch.testing.assert_close(got, expected)
-    assert got.requires_grad, "the result of the jitted function does not require grad (eager's does)"
-    got.sum().backward()
-    expected.sum().backward()
-    torch.testing.assert_close(a.grad, a_eager.grad)
+    same_as_eager(copy_then_scale, thunder.jit(copy_then_scale), torch.randn(3, requires_grad=True))
     print("ok")
 
 

@@ -7,9 +7,15 @@ it does not fuse) delays the forward symbol exp until the backward's first symbo
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
-import thunder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import same_as_eager  # noqa: E402
+
+import thunder  # noqa: E402
 import thunder.core.prims as prims
 import thunder.torch as ltorch
 from thunder.core.proxies import TensorProxy
@@ -31,19 +37,8 @@ def f(x, w):
 
 def main() -> None:
     torch.manual_seed(0)
-    x = torch.randn(3, 4, requires_grad=True)
-    w = torch.randn(3, 4, requires_grad=True)
-    x_eager = x.detach().clone().requires_grad_(True)
-    w_eager = w.detach().clone().requires_grad_(True)
     jitted = thunder.jit(f, executors=[splitter, torch_compile_ex], fusion_type="dataflow")
-    y, z = jitted(x, w)
-    y_eager, z_eager = f(x_eager, w_eager)
-    torch.testing.assert_close(y, y_eager)
-    torch.testing.assert_close(z, z_eager)
-    (y.sum() + z.sum()).backward()
-    (y_eager.sum() + z_eager.sum()).backward()
-    torch.testing.assert_close(x.grad, x_eager.grad)
-    torch.testing.assert_close(w.grad, w_eager.grad)
+    same_as_eager(f, jitted, torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True))
     print("ok")
 
 

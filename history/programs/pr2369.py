@@ -12,9 +12,15 @@ over small programs at the fix's parent.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
-import thunder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import same_as_eager  # noqa: E402
+
+import thunder  # noqa: E402
 import thunder.torch as ltorch
 from thunder.core.proxies import TensorProxy
 from thunder.executors.torch_compile import torch_compile_ex
@@ -37,18 +43,8 @@ def f(x, y):
 
 def main() -> None:
     torch.manual_seed(0)
-    x = torch.randn(3, 4, requires_grad=True)
-    y = torch.randn(3, 4, requires_grad=True)
-    x_eager = x.detach().clone().requires_grad_(True)
-    y_eager = y.detach().clone().requires_grad_(True)
     jitted = thunder.jit(f, executors=[splitter, torch_compile_ex])
-    got = jitted(x, y)
-    expected = f(x_eager, y_eager)
-    torch.testing.assert_close(got, expected)
-    got.sum().backward()
-    expected.sum().backward()
-    torch.testing.assert_close(x.grad, x_eager.grad)
-    torch.testing.assert_close(y.grad, y_eager.grad)
+    same_as_eager(f, jitted, torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True))
     print("ok")
 
 

@@ -9,9 +9,15 @@ prim for integer division, which has no gradient); #2665 later replaced that wit
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
-import thunder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import same_as_eager  # noqa: E402
+
+import thunder  # noqa: E402
 
 
 def fn(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -23,15 +29,7 @@ def main() -> None:
     torch.manual_seed(0)
     a = torch.randint(1, 5, (5,))
     b = torch.ones(5, dtype=torch.int32)
-    c = torch.randn(5, 5, requires_grad=True)
-    c_eager = c.detach().clone().requires_grad_(True)
-    jitted = thunder.jit(fn)
-    got = jitted(a, b, c)
-    expected = fn(a, b, c_eager)
-    torch.testing.assert_close(got, expected)
-    got.sum().backward()
-    expected.sum().backward()
-    torch.testing.assert_close(c.grad, c_eager.grad)
+    same_as_eager(fn, thunder.jit(fn), a, b, torch.randn(5, 5, requires_grad=True))
     print("ok")
 
 
