@@ -120,3 +120,23 @@ def test_an_interpreted_trace_has_no_callee_to_name() -> None:
         thunder.jit(lambda x: x.cos(), transforms=[transform])(torch.ones(2))
     assert log.violations == []
     torch.testing.assert_close(transform.value, torch.full((2,), -2.0))
+
+
+def test_a_jitted_function_evaluating_a_trace_is_traced_through_thunders_evaluation_not_the_check() -> None:
+    """Thunder's test_eval_trace: ``thunder.jit`` of a function that calls ``eval_trace`` traces through it. The
+    check run before the evaluation must be opaque to Thunder's interpreter (it failed with IndexError inside it)."""
+    def foo(a: Any, b: Any, *, c: float = 5.0) -> Any:
+        return (a + b) * c
+
+    a, b = torch.randn(2, 2), torch.randn(2, 2)
+    trace = thunder.trace()(foo, a, b, c=4.0)
+    with stc.audit() as log, installed(STRICT):
+        from thunder.core.transforms import eval_trace  # imported while installed: the hooked function
+
+        def evaluate(*args: Any, **kwargs: Any) -> Any:
+            return eval_trace(trace, *args, **kwargs)
+
+        assert eval_trace is not getattr(eval_trace, "__wrapped__", eval_trace)
+        got = thunder.jit(evaluate)(a, b, c=4.0)
+    assert log.violations == []
+    torch.testing.assert_close(got, (a + b) * 4.0)

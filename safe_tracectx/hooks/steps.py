@@ -34,6 +34,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
+from thunder.core.interpreter import make_opaque
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx._support.callsite import find_call_site
@@ -238,14 +239,19 @@ def _side(compilation: compilations.Compilation, trace: TraceCtx) -> str | None:
     return "backward" if compilations.is_backward(trace) else "forward"
 
 
+@make_opaque  # a function thunder.jit traces may call eval_trace: the jit traces Thunder's evaluation, not this check
+def _check_interpreted(trace: Any) -> None:
+    compilation = compilations.current()
+    if compilation is not None and isinstance(trace, TraceCtx):
+        check_about_to_run(compilation, trace, None)
+
+
 def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
     """``interpret_trace``/``interpret_trace_to_trace``, which evaluate a trace symbol by symbol: the trace is about
     to run, and is checked as a program that runs as it is, before Thunder evaluates it."""
 
     def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
-        compilation = compilations.current()
-        if compilation is not None and isinstance(trace, TraceCtx):
-            check_about_to_run(compilation, trace, None)
+        _check_interpreted(trace)
         return original(trace, *args, **kwargs)
 
     interpret.__wrapped__ = original  # type: ignore[attr-defined]
