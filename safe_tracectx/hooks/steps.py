@@ -239,11 +239,14 @@ def _side(compilation: compilations.Compilation, trace: TraceCtx) -> str | None:
     return "backward" if compilations.is_backward(trace) else "forward"
 
 
-@make_opaque  # a function thunder.jit traces may call eval_trace: the jit traces Thunder's evaluation, not this check
-def _check_interpreted(trace: Any) -> None:
+def _check_evaluated(trace: Any) -> None:
     compilation = compilations.current()
     if compilation is not None and isinstance(trace, TraceCtx):
         check_about_to_run(compilation, trace, None)
+
+
+# A function thunder.jit traces may call eval_trace: the jit traces Thunder's evaluation, never this check.
+_check_interpreted: Callable[[Any], None] = make_opaque(_check_evaluated)
 
 
 def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
