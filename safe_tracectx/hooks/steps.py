@@ -246,7 +246,8 @@ def _check_evaluated(trace: Any) -> None:
 
 
 # A function thunder.jit traces may call eval_trace: the jit traces Thunder's evaluation, never this check.
-_check_interpreted: Callable[[Any], None] = make_opaque(_check_evaluated)
+_opaque: Callable[[Callable[[Any], None]], Callable[[Any], None]] = make_opaque
+_check_interpreted = _opaque(_check_evaluated)
 
 
 def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
