@@ -52,20 +52,35 @@ def _scratch(defect: str) -> TraceCtx:
 
 
 class MakesACallable(Transform):
-    """While the compile runs, makes the callable of a scratch trace: for ``functools.wraps`` only, or to run."""
+    """While the compile runs, makes the callable of a scratch trace: for ``functools.wraps`` only (written in one
+    of its usual ways, ``style``), or to run."""
 
-    def __init__(self, defect: str, *, for_wraps: bool) -> None:
-        self.defect, self.for_wraps, self.made = defect, for_wraps, False
+    def __init__(self, defect: str, *, for_wraps: bool, style: str = "decorator") -> None:
+        self.defect, self.for_wraps, self.style, self.made = defect, for_wraps, style, False
 
     def transform_traces_pre_prologue(
         self, prologue_trace: TraceCtx, computation_trace: TraceCtx, epilogue_trace: TraceCtx | None, **kwargs: Any
     ) -> Any:
         scratch = _scratch(self.defect)
-        if self.for_wraps:
+
+        def interface(*args: Any) -> Any:
+            return args
+
+        if self.for_wraps and self.style == "decorator":
             @functools.wraps(scratch.python_callable())
             def interface(*args: Any) -> Any:
                 return args
-
+        elif self.for_wraps and self.style == "decorator over lines":
+            @functools.wraps(
+                scratch.python_callable()
+            )
+            def interface(*args: Any) -> Any:
+                return args
+        elif self.for_wraps and self.style == "keyword":
+            interface = functools.wraps(wrapped=scratch.python_callable())(interface)
+        elif self.for_wraps and self.style == "update_wrapper":
+            functools.update_wrapper(interface, scratch.python_callable())
+        if self.for_wraps:
             assert interface.__name__ == "scratch"
         else:
             scratch.python_callable()
@@ -79,9 +94,10 @@ def _compile(transform: MakesACallable) -> torch.Tensor:
     return result
 
 
+@pytest.mark.parametrize("style", ["decorator", "decorator over lines", "keyword", "update_wrapper"])
 @pytest.mark.parametrize("defect", ["twice", "callee"])
-def test_a_callable_made_for_wraps_is_read_not_run_and_not_checked(defect: str) -> None:
-    transform = MakesACallable(defect, for_wraps=True)
+def test_a_callable_made_for_wraps_is_read_not_run_and_not_checked(defect: str, style: str) -> None:
+    transform = MakesACallable(defect, for_wraps=True, style=style)
     with stc.audit() as log, installed(STRICT):
         result = _compile(transform)
     assert log.violations == []

@@ -171,3 +171,52 @@ def test_the_compilation_keeps_no_tensor_of_the_call() -> None:
         del big
         gc.collect()
         assert alive() is None  # the call is kept as storages (ints), not as the user's tensors
+
+
+def test_the_call_is_read_without_ever_raising() -> None:
+    """No storage (vmap's BatchedTensor), a dict holding itself, a tensor subclass: None where Thunder never groups."""
+    found: list[Any] = []
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        found.append(call_storages((t,), {}))
+        return t
+
+    torch.vmap(keep)(torch.ones(3, 2))
+    assert found == [((None,), {})]
+    looped: dict[str, Any] = {"x": torch.ones(2)}
+    looped["self"] = looped
+    args, _ = call_storages((looped,), {})
+    assert isinstance(args[0]["x"], int) and args[0]["self"] is None
+    assert call_storages((torch.ones(2).as_subclass(torch.nn.Parameter),), {}) == ((None,), {})
+
+
+class _Cached(torch.nn.Module):
+    """A cache-like module: an in-place update of one view of the cache, a weight read by attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(2, 2), requires_grad=False)
+
+    def forward(self, unused: Any, y: Any, x: Any) -> Any:
+        x.add_(1)
+        return y @ self.w
+
+
+def test_a_parameter_replaced_by_an_input_is_reported_it_is_never_in_an_alias_group() -> None:
+    def inputs() -> tuple[Any, ...]:
+        torch.manual_seed(0)
+        x = torch.randn(2, 2)
+        return x[0], x.view(2, 2), x
+
+    torch.manual_seed(1)
+    module = _Cached()
+    expected = module(*(t.clone() for t in inputs()))
+    right = torch.allclose(thunder.jit(module)(*inputs()), expected)
+    with stc.audit() as log, installed("audit"):
+        thunder.jit(module)(*inputs())
+    if right:  # a Thunder whose alias pass keeps to the call's inputs
+        assert log.violations == []
+        return
+    (violation,) = log.violations  # Thunder 0.2.6 and main replace the weight t_w by the input y
+    assert violation.detail["kind"] == "flat-args-mismatch" and violation.detail["names"][0] == "t_w"
+    assert "no plain tensor of the call's arguments" in violation.detail["message"]

@@ -101,18 +101,21 @@ def _make_set_provenance(original: Callable[..., None]) -> Callable[..., None]:
     return set_provenance
 
 
-_WRAPS_ARGUMENT: Final = re.compile(r"\bwraps\(\s*$")
+#: The text before a call whose result is the function ``functools.wraps`` (or ``update_wrapper``) copies from.
+_WRAPS_ARGUMENT: Final = re.compile(r"(?:wraps\(|update_wrapper\([^()]*,)\s*(?:wrapped\s*=\s*)?$")
 
 
 def _made_for_wraps(frame: FrameType) -> bool:
-    """Whether the call ``frame`` is making (of ``python_callable``) is the argument of ``wraps(...)``: the caller
-    takes the function's name, signature and ``__wrapped__`` from it (``@wraps(trace.python_callable())`` in
-    Thunder's lookasides) and never runs it."""
+    """Whether the call ``frame`` is making (of ``python_callable``) is the wrapped function given to
+    ``functools.wraps``/``update_wrapper`` (``@wraps(trace.python_callable())`` in Thunder's lookasides): the caller
+    copies the function's name, signature and ``__wrapped__`` from it, and never runs it. Read from the caller's
+    source: the call's line up to the call, and the three lines before (a decorator split over lines)."""
     try:
         line, _, column, _ = list(frame.f_code.co_positions())[frame.f_lasti // 2]
         if line is None or column is None:
             return False
-        text = linecache.getline(frame.f_code.co_filename, line).encode()[:column].decode(errors="replace")
+        lines = [linecache.getline(frame.f_code.co_filename, n) for n in range(max(1, line - 3), line + 1)]
+        text = "".join(lines[:-1]) + lines[-1].encode()[:column].decode(errors="replace")
     except (IndexError, ValueError):  # no position for this instruction: a call like any other
         return False
     return _WRAPS_ARGUMENT.search(text) is not None

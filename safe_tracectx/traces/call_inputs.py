@@ -32,27 +32,49 @@ import torch
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy
 
-__all__ = ["call_storages", "storage_keys", "unpacked"]
+__all__ = ["NOT_GROUPED", "call_storages", "storage_keys", "unpacked"]
 
 _TRIVIAL: Final = PrimIDs.UNPACK_TRIVIAL
 _GETITEM: Final = PrimIDs.UNPACK_GETITEM
-_SEQUENCE: Final = PrimIDs.UNPACK_SEQUENCE
+_SEQUENCES: Final = frozenset({PrimIDs.UNPACK_SEQUENCE, PrimIDs.UNPACK_TUPLE, PrimIDs.UNPACK_LIST})
+_ATTR: Final = PrimIDs.UNPACK_ATTR
 _MISSING: Final = object()
+#: The storage of an input Thunder's alias groups never hold: not a plain strided tensor of the call's ``args`` and
+#: ``kwargs`` (a tensor subclass, a module's parameter or attribute, a number).
+NOT_GROUPED: Final = None
 
 
-def _stored(value: Any) -> Any:
+def _stored(value: Any, path: frozenset[int] = frozenset()) -> Any:
     if type(value) is torch.Tensor:  # as thunder.jit's _alias_tensor_of_args_kwargs_dict: subclasses have no data pointer
-        return int(value.untyped_storage().data_ptr()) if value.layout is torch.strided else None
-    if isinstance(value, tuple | list):
-        return type(value)(map(_stored, value)) if type(value) in (tuple, list) else tuple(map(_stored, value))
+        if value.layout is not torch.strided:
+            return None
+        try:
+            return int(value.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):  # a functorch wrapper (vmap's BatchedTensor) has no storage
+            return None
+    if not isinstance(value, tuple | list | dict) or id(value) in path:
+        return None  # another leaf, or a container holding itself (its inner copy is no input Thunder unpacks)
+    inner = path | {id(value)}
     if isinstance(value, dict):
-        return {key: _stored(item) for key, item in value.items()}
-    return None
+        return {key: _stored(item, inner) for key, item in value.items()}
+    items = [_stored(item, inner) for item in value]
+    if type(value) in (tuple, list):
+        return type(value)(items)
+    if isinstance(value, tuple) and isinstance(getattr(type(value), "_fields", None), tuple):
+        try:  # a namedtuple keeps its class, so a field the prologue reads by name is found
+            return type(value)(*items)
+        except Exception:  # noqa: BLE001 - a tuple subclass with a constructor of its own: its items by position
+            pass
+    return tuple(items)
 
 
 def call_storages(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``args`` and ``kwargs`` with each plain strided tensor replaced by its storage (an int), any other leaf by None."""
-    return tuple(map(_stored, args)), {key: _stored(value) for key, value in kwargs.items()}
+    """``args`` and ``kwargs`` with each plain strided tensor replaced by its storage (an int), any other leaf by
+    None; never raises (an input with no storage is None, a container that holds itself is None inside itself)."""
+    try:
+        return tuple(_stored(a) for a in args), {key: _stored(value) for key, value in kwargs.items()}
+    except RecursionError:  # nested deeper than Python's stack: nothing is known of the call
+        return (), {}
 
 
 def _item(container: Any, key: Any) -> Any:
@@ -64,40 +86,73 @@ def _item(container: Any, key: Any) -> Any:
     return _MISSING
 
 
+def _field(container: Any, name: Any) -> Any:
+    fields = getattr(type(container), "_fields", None)  # our own copy of a namedtuple: read by position
+    if isinstance(container, tuple) and isinstance(fields, tuple) and name in fields:
+        return container[fields.index(name)]
+    return _MISSING
+
+
 def unpacked(prologue: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Each name ``prologue`` unpacks from ``args`` and ``kwargs`` (tuples, lists and dicts), with its value there."""
+    """Each name ``prologue`` unpacks, with its value in ``args`` and ``kwargs`` (as :func:`call_storages` keeps
+    them), or :data:`NOT_GROUPED` for a name that does not come from them (the function object, a module's
+    parameters and attributes, the cache info); a name the walk cannot follow from the call is left out."""
     values: dict[str, Any] = {}
+    followed: set[str] = set()  # names from the call whose value is known
+    unsure: set[str] = set()  # names from the call whose value is not
     for bsym in prologue.bound_symbols:
         sid = getattr(bsym.sym, "id", None)
-        output = bsym.output
-        if sid == _TRIVIAL and isinstance(output, Proxy):
-            root = (bsym.kwargs or {}).get("name", output.name)
-            if root == "args":
-                values[output.name] = args
-            elif root == "kwargs":
-                values[output.name] = kwargs
-        elif sid == _GETITEM and isinstance(output, Proxy) and len(bsym.args) == 2:
-            container, key = bsym.args
-            source = values.get(container.name, _MISSING) if isinstance(container, Proxy) else _MISSING
-            value = _item(source, key)
-            if value is not _MISSING:
-                values[output.name] = value
-        elif sid == _SEQUENCE and bsym.args and isinstance(bsym.args[0], Proxy):
-            source = values.get(bsym.args[0].name, _MISSING)
-            if isinstance(source, tuple | list) and isinstance(output, tuple | list) and len(output) == len(source):
-                values.update((p.name, v) for p, v in zip(output, source) if isinstance(p, Proxy))
-    return values
-
-
-def storage_keys(prologues: Iterable[Any], call: tuple[tuple[Any, ...], Mapping[str, Any]]) -> dict[str, int]:
-    """The storage of each tensor input name ``prologues`` unpack from ``call`` (as :func:`call_storages` gives it;
-    a name two prologues unpack as different values is left out)."""
-    keys: dict[str, int] = {}
-    unsure: set[str] = set()
-    for prologue in prologues:
-        for name, key in unpacked(prologue, *call).items():
-            if not isinstance(key, int) or keys.get(name, key) != key:
+        if not str(getattr(sid, "name", "")).startswith("UNPACK"):
+            continue
+        outputs = [p for p in (bsym.output if isinstance(bsym.output, tuple | list) else (bsym.output,))
+                   if isinstance(p, Proxy)]
+        parent = bsym.args[0] if bsym.args and isinstance(bsym.args[0], Proxy) else None
+        if sid == _TRIVIAL:
+            root = (bsym.kwargs or {}).get("name", outputs[0].name if outputs else None)
+            for p in outputs:
+                if root in ("args", "kwargs"):
+                    values[p.name] = args if root == "args" else kwargs
+                    followed.add(p.name)
+                else:
+                    values[p.name] = NOT_GROUPED
+            continue
+        if parent is None or parent.name in unsure or parent.name not in values:
+            unsure.update(p.name for p in outputs if parent is not None and parent.name in unsure)
+            if parent is None:
+                values.update((p.name, NOT_GROUPED) for p in outputs)  # a root of its own: the function, cache info
+            continue
+        if parent.name not in followed:  # below a root that is not the call: never in an alias group
+            values.update((p.name, NOT_GROUPED) for p in outputs)
+            continue
+        source = values[parent.name]
+        found: list[tuple[str, Any]] = []
+        if sid == _GETITEM and len(bsym.args) == 2 and len(outputs) == 1:
+            found = [(outputs[0].name, _item(source, bsym.args[1]))]
+        elif sid == _ATTR and len(bsym.args) == 2 and len(outputs) == 1:
+            found = [(outputs[0].name, _field(source, bsym.args[1]))]
+        elif sid in _SEQUENCES and isinstance(source, tuple | list) and len(outputs) == len(source):
+            found = [(p.name, v) for p, v in zip(outputs, source)]
+        else:
+            found = [(p.name, _MISSING) for p in outputs]
+        for name, value in found:
+            if value is _MISSING:
                 unsure.add(name)
             else:
-                keys[name] = key
+                values[name] = value
+                followed.add(name)
+    return {name: value for name, value in values.items() if name not in unsure}
+
+
+def storage_keys(prologues: Iterable[Any], call: tuple[tuple[Any, ...], Mapping[str, Any]]) -> dict[str, int | None]:
+    """The storage of each input name ``prologues`` unpack: an int for a plain tensor of ``call`` (as
+    :func:`call_storages` gives it), :data:`NOT_GROUPED` for an input Thunder's alias groups never hold; a name
+    the walk cannot follow, or two prologues unpack as different values, is left out."""
+    keys: dict[str, int | None] = {}
+    unsure: set[str] = set()
+    for prologue in prologues:
+        for name, value in unpacked(prologue, *call).items():
+            key = value if isinstance(value, int) and not isinstance(value, bool) else NOT_GROUPED
+            if name in keys and keys[name] != key:
+                unsure.add(name)
+            keys[name] = key
     return {name: key for name, key in keys.items() if name not in unsure}

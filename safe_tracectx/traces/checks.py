@@ -80,7 +80,7 @@ def generatable(name: str, trace: Any) -> bool:
 
 
 def trace_findings(
-    trace: TraceCtx, *, executed: bool = False, storages: Mapping[str, int] | None = None
+    trace: TraceCtx, *, executed: bool = False, storages: Mapping[str, int | None] | None = None
 ) -> tuple[list[Violation], list[Violation]]:
     """(violations, notes) of ``trace``; reads only.
 

@@ -66,13 +66,13 @@ def _name(value: Any) -> str:
     return value.name if isinstance(value, Proxy) else repr(value)
 
 
-def flat_args_mismatches(trace: Any, storages: Mapping[str, int] | None = None) -> list[FlatArgsMismatch]:
+def flat_args_mismatches(trace: Any, storages: Mapping[str, int | None] | None = None) -> list[FlatArgsMismatch]:
     """Where ``trace``'s return hands autograd other inputs than its arguments (by position); reads only.
 
     An entry that is another argument (or computed from one) in an argument's place is how Thunder's alias pass
     replaces inputs that share storage by one of them; with ``storages`` (each input name's storage in the call,
-    :func:`safe_tracectx.traces.call_inputs.storage_keys`) it must share the argument's storage, without it it is
-    taken on trust.
+    None for one Thunder's alias groups never hold: :func:`safe_tracectx.traces.call_inputs.storage_keys`) it must
+    share the argument's storage; an input missing from ``storages`` is taken on trust.
     """
     given = return_flat_args(trace)
     if given is None:
@@ -107,15 +107,19 @@ def flat_args_mismatches(trace: Any, storages: Mapping[str, int] | None = None) 
         if sources:  # another input in its place: the alias pass's, if they share storage
             if storages is None or argument.name not in storages or any(s not in storages for s in sources):
                 continue
-            if any(storages[s] == storages[argument.name] for s in sources):
+            key = storages[argument.name]
+            if key is not None and any(storages[s] == key for s in sources):
                 continue
             other = ", ".join(sorted(sources))
+            why = ("they do not share storage in this call" if key is not None else
+                   f"{argument.name} is no plain tensor of the call's arguments (a module's parameter or attribute, "
+                   "a tensor subclass), which Thunder's alias groups never hold")
             found.append(FlatArgsMismatch(
                 (argument.name, *sorted(sources)),
                 f"the return's flat_args[{position}] is {_name(entry)} where the trace's argument {argument.name} is: "
-                f"a pass replaced {argument.name} by {other}, but they do not share storage in this call, so the "
-                f"program computes with {other} where the call gives {argument.name} (and autograd gives "
-                f"{argument.name}'s gradient, and copies its in-place updates, to {_name(entry)})",
+                f"a pass replaced {argument.name} by {other}, but {why}, so the program computes with {other} where "
+                f"the call gives {argument.name} (and autograd gives {argument.name}'s gradient, and copies its "
+                f"in-place updates, to {_name(entry)})",
                 _ALIAS_FIX,
             ))
             continue
