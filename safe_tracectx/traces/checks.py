@@ -39,6 +39,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx._support.arguments import expect_trace
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.traceless_proxies import is_traceless, traceless_proxies_made
+from safe_tracectx.traces import joint
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.flat_args import flat_args_mismatches
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
@@ -133,24 +134,8 @@ def trace_findings(
         if proxy.name in defined:
             objects[proxy.name] = proxy
     callees: dict[int, str | None] = {}  # id(symbol) -> its callee problem, for symbols called by their own name
-    for name, reader, source in program.forward_needs_cotangents():
-        add("forward-reads-backward", name,
-            f"{name} is a cotangent ({bsym_label(source, bsyms[source])}) that {bsym_label(reader, bsyms[reader])} "
-            "reads, and that symbol computes something the forward needs: the forward/backward split puts it in "
-            f"the forward, where {name} is never defined", reader)
-    for name, index in program.stale_after_in_place():
-        outputs = [p.name for p in proxy_outs(bsyms[index])]
-        unread = f"whose output {', '.join(outputs)} the forward never reads" if outputs else "which outputs nothing"
-        add("stale-after-in-place", name,
-            f"{name} is updated in place by {bsym_label(index, bsyms[index])}, {unread}, and the forward reads or "
-            f"returns {name} after it: the forward/backward split leaves that symbol to the backward, so the forward "
-            f"computes with {name} as it was before the update (eager PyTorch gives the updated one)", index)
-    if not executed:  # a defect on its way (what the next fusion pass makes of it), never a report of its own
-        for name, index in program.untagged_backward():
-            add("forward-reads-backward", name,
-                f"{bsym_label(index, bsyms[index])} computes from the cotangent {name} without the BACKWARD tag: a "
-                f"fusion pass may group it with the forward, which then reads {name}, never defined there", index,
-                note=True)
+    for finding in joint.findings(trace, executed=executed):
+        add(finding.kind, finding.name, finding.message, finding.position, note=finding.note, also=finding.also)
     # thunder.jit's computation hands flat_args to autograd (a pass's own joint trace copies them: not its business)
     for mismatch in flat_args_mismatches(trace, storages) if signature_name(trace) == "computation" else ():
         add("flat-args-mismatch", mismatch.names[0], mismatch.message, len(bsyms) - 1, also=mismatch.names[1:],

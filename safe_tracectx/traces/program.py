@@ -226,18 +226,6 @@ class Program:
         """A joint forward-backward trace (:func:`safe_tracectx.traces.joint.is_joint`)."""
         return joint.is_joint(self.trace)
 
-    def forward_needs_cotangents(self) -> list[tuple[str, int, int]]:
-        """The cotangents the forward of a joint trace would read once split (:mod:`safe_tracectx.traces.joint`)."""
-        return joint.forward_needs_cotangents(self.trace)
-
-    def stale_after_in_place(self) -> list[tuple[str, int]]:
-        """The tensors the forward of a joint trace reads after an update it leaves to the backward."""
-        return joint.stale_after_in_place(self.trace)
-
-    def untagged_backward(self) -> list[tuple[str, int]]:
-        """The symbols computing from a cotangent without the BACKWARD tag, in a joint trace."""
-        return joint.untagged_backward(self.trace)
-
     def flat_inputs(self) -> list[Any] | None:
         """The flat inputs a forward trace returns for its backward to differentiate (``'flat_args'``)."""
         return return_flat_args(self.trace)
