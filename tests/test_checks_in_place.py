@@ -161,16 +161,6 @@ def _custom_function(x: torch.Tensor) -> torch.Tensor:
     return result
 
 
-def _into_input_through_a_view(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    x.view(2, 2).add_(1)
-    return y * 2
-
-
-def _view_of_input_updated_returning_the_grad_input(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    x.unsqueeze(0).squeeze(0).add_(y)
-    return y
-
-
 _PROGRAMS: dict[str, tuple[Callable[..., torch.Tensor], Callable[[bool], tuple[torch.Tensor, ...]]]] = {
 
     "y = x * 1; y.sin_()": (_sin_of_copy, lambda grad: (torch.linspace(-1, 1, 4, requires_grad=grad),)),
@@ -199,34 +189,6 @@ def test_in_place_programs_thunder_runs_right_are_silent_under_strict(program: s
     assert log.violations == []
     if grad:  # the check had a joint trace to read
         assert any("fw_flat_out" in str(t.bound_symbols[-1].args) for t in thunder.last_traces(jitted))
-
-
-@pytest.mark.parametrize("program", [_into_input_through_a_view, _view_of_input_updated_returning_the_grad_input])
-def test_an_input_updated_through_a_view_whose_update_the_split_leaves_to_the_backward_is_named(
-    program: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-) -> None:
-    """Thunder 0.2.6 and main: an input updated in place through a view, with an output that needs grad, gets its
-    update (the copy_) in the backward: after the forward the input is as it was (eager has updated it), and it
-    changes only if and when the backward runs."""
-    def inputs() -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.ones(2, 2), torch.linspace(-1, 1, 4).reshape(2, 2).requires_grad_()
-
-    eager_x, eager_y = inputs()
-    program(eager_x, eager_y)
-    plain_x, plain_y = inputs()
-    thunder.jit(program)(plain_x, plain_y)
-    x, y = inputs()
-    if torch.equal(plain_x, eager_x):  # a Thunder whose forward updates the input: nothing to report
-        with stc.audit() as log, installed(STRICT):
-            thunder.jit(program)(x, y)
-        assert log.violations == []
-        return
-    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
-        thunder.jit(program)(x, y)
-    error: Any = info.value
-    assert error.kind == "stale-after-in-place" and error.names[0] == "x"
-    assert "the call leaves x as it was" in str(error) and "grad_transform_on_trace" in str(error)
-    assert torch.equal(x, torch.ones(2, 2))  # raised before the program ran
 
 
 @pytest.mark.parametrize("training", [True, False])

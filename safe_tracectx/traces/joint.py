@@ -35,8 +35,6 @@ _COPY: Final = PrimIDs.COPY_
 _BACKWARD_TAG: Final = getattr(getattr(_symbol, "BoundSymbolTag", None), "BACKWARD", None)
 # OpTags.IN_PLACE where this Thunder has it
 _IN_PLACE: Final = getattr(OpTags, "IN_PLACE", None)
-# prims.update_aliases (Thunder >= 0.2.3), whose arguments and outputs share one storage
-_UPDATE_ALIASES: Final = getattr(PrimIDs, "UPDATE_ALIASES", None)
 
 
 class JointFinding(NamedTuple):
@@ -63,19 +61,14 @@ def findings(trace: Any, *, executed: bool = False) -> list[JointFinding]:
                      f"in the forward, where {name} is never defined", reader)
         for name, reader, source in forward_needs_cotangents(trace)
     ]
-    for name, index, alias in stale_after_in_place(trace):
+    for name, index in stale_after_in_place(trace):
         outputs = [p.name for p in proxy_outs(bsyms[index])]
         unread = f"whose output {', '.join(outputs)} the forward never reads" if outputs else "which outputs nothing"
-        symbol = bsym_label(index, bsyms[index])
         found.append(JointFinding(
             "stale-after-in-place", name,
-            f"{name} is updated in place by {symbol}, {unread}, and the forward reads or returns {name} after it: the "
-            "forward/backward split leaves that symbol to the backward, so the forward computes with "
-            f"{name} as it was before the update (eager PyTorch gives the updated one)" if alias is None else
-            f"{name}'s storage is updated in place through {alias} (an alias of it: Thunder's update_aliases takes "
-            f"them together) by {symbol}, {unread}: the forward/backward split leaves that symbol to the backward, so "
-            f"the call leaves {name} as it was (eager PyTorch updates it) and a backward, if one runs, updates it later",
-            index, also=() if alias is None else (alias,),
+            f"{name} is updated in place by {bsym_label(index, bsyms[index])}, {unread}, and the forward reads or "
+            f"returns {name} after it: the forward/backward split leaves that symbol to the backward, so the forward "
+            f"computes with {name} as it was before the update (eager PyTorch gives the updated one)", index,
         ))
     if not executed:  # a defect on its way (what the next fusion pass makes of it), never a report of its own
         found += [
@@ -115,17 +108,15 @@ def forward_needs_cotangents(trace: Any) -> list[tuple[str, int, int]]:
                 found.append((proxy.name, index, source))
     return found
 
-def stale_after_in_place(trace: Any) -> list[tuple[str, int, str | None]]:
+def stale_after_in_place(trace: Any) -> list[tuple[str, int]]:
     """In a joint trace (the grad transform's, whose return holds ``fw_flat_out``, or ``grad_flat_args`` before
-    Thunder #2147): each in-place update the split leaves to the backward although the forward depends on it, as
-    (the tensor, index of the in-place symbol, None) for a tensor the forward reads or returns after the update, or
-    (the argument, index, the alias updated) for an update of an argument's storage through an alias of it.
+    Thunder #2147): each tensor the forward reads or returns after an in-place symbol updated it, where the
+    forward needs none of that symbol's outputs, as (the tensor's name, index of the in-place symbol).
 
     The split (:func:`_split`) puts in the forward only what computes a value the forward needs, and a
     ``copy_`` into one: such an in-place symbol goes to the backward, and the forward reads the value from
-    before the update, or the call never updates its input (eager does). Thunder's ``insert_alias_updates``
-    makes every later reader read the in-place symbol's output, and the aliases of one storage are those its
-    ``update_aliases`` symbols take together.
+    before the update. Thunder's ``insert_alias_updates`` makes every later reader read the in-place symbol's
+    output, so a joint trace built after it never has one.
     """
     bsyms = trace.bound_symbols
     if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
@@ -135,7 +126,7 @@ def stale_after_in_place(trace: Any) -> list[tuple[str, int, str | None]]:
         return []
     return _split(trace, info)[2]
 
-def _split(trace: Any, info: dict[str, Any]) -> tuple[list[int], dict[str, int], list[tuple[str, int, str | None]]]:
+def _split(trace: Any, info: dict[str, Any]) -> tuple[list[int], dict[str, int], list[tuple[str, int]]]:
     """Thunder's ``split_into_forward_and_backward`` of this joint trace, whose return holds ``info``: (the
     indices of the forward's symbols, last first; each cotangent's name with the index of its ``get_grad``;
     the stale values of :func:`stale_after_in_place`).
@@ -148,10 +139,9 @@ def _split(trace: Any, info: dict[str, Any]) -> tuple[list[int], dict[str, int],
     outputs = info.get("fw_flat_out", info.get("output"))
     flat, _ = tree_flatten((outputs, info.get("flat_args", ())))  # type: ignore[no-untyped-call]
     needed = {p.name for p in flat if isinstance(p, Proxy)}
-    storage_of = _storages(trace)
     cotangents: dict[str, int] = {}
     forward: list[int] = []
-    stale: list[tuple[str, int, str | None]] = []
+    stale: list[tuple[str, int]] = []
     for index in range(len(bsyms) - 2, -1, -1):
         bsym = bsyms[index]
         name = getattr(bsym.sym, "name", "")
@@ -167,42 +157,9 @@ def _split(trace: Any, info: dict[str, Any]) -> tuple[list[int], dict[str, int],
             forward.append(index)
             needed.update(reads)
         elif reads and reads[0] in needed and updates_in_place(bsym):
-            stale.append((reads[0], index, None))  # the forward reads reads[0] later, or returns it
-        elif (target := _updated(bsym)) is not None and (argument := storage_of.get(target)) is not None:
-            stale.append((argument, index, target))  # the storage of an argument: the call never updates it
+            stale.append((reads[0], index))  # the forward reads reads[0] later, or returns it
     return forward, cotangents, stale
 
-
-def _updated(bsym: Any) -> str | None:
-    """The tensor ``bsym`` updates in place: ``prims.copy_``'s destination, or an in-place symbol's first argument."""
-    if getattr(bsym.sym, "id", None) == _COPY:
-        return getattr(bsym.args[1], "name", None) if len(bsym.args) > 1 else None
-    if updates_in_place(bsym):
-        reads = proxy_args(bsym)
-        return reads[0].name if reads else None
-    return None
-
-
-def _storages(trace: Any) -> dict[str, str]:
-    """Each name that aliases an argument of ``trace``, with that argument: the argument, and what its
-    ``update_aliases`` symbols take together with it (Thunder's alias groups, one storage each)."""
-    if _UPDATE_ALIASES is None:
-        return {}
-    parent: dict[str, str] = {}
-
-    def root(name: str) -> str:
-        while parent.get(name, name) != name:
-            name = parent[name]
-        return name
-
-    for bsym in trace.bound_symbols:
-        if getattr(bsym.sym, "id", None) == _UPDATE_ALIASES:
-            names = [p.name for p in (*proxy_args(bsym), *proxy_outs(bsym))]
-            for name in names[1:]:
-                parent[root(name)] = root(names[0])
-    flat, _ = tree_flatten((trace.args, trace.kwargs))  # type: ignore[no-untyped-call]
-    arguments = {root(p.name): p.name for p in flat if isinstance(p, Proxy)}
-    return {name: arguments[root(name)] for name in parent if root(name) in arguments}
 
 def untagged_backward(trace: Any) -> list[tuple[str, int]]:
     """In a joint trace whose backward symbols carry ``BoundSymbolTag.BACKWARD``: each symbol that computes from
