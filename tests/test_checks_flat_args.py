@@ -23,7 +23,7 @@ import safe_tracectx as stc
 from safe_tracectx import STRICT, BrokenTraceError
 from safe_tracectx.hooks import installed
 from safe_tracectx.hooks import compilation as compilations
-from safe_tracectx.traces.call_inputs import call_storages, storage_keys, unpacked
+from safe_tracectx.traces.call_inputs import Region, call_storages, storage_keys, unpacked
 from safe_tracectx.traces.checks import check_trace, trace_findings
 from safe_tracectx.traces.flat_args import flat_args_mismatches
 
@@ -53,7 +53,7 @@ def _computation(*arguments: str, flat: list[str], updated: dict[str, str] | Non
     return trace
 
 
-def _found(trace: TraceCtx, storages: dict[str, int] | None = None) -> set[tuple[str, ...]]:
+def _found(trace: TraceCtx, storages: dict[str, Region] | None = None) -> set[tuple[str, ...]]:
     return {m.names for m in flat_args_mismatches(trace, storages)}
 
 
@@ -80,14 +80,33 @@ def test_an_entry_computed_from_no_argument_is_named() -> None:
     assert _found(_computation("a", "b", flat=["a", "t0"], updated={"t0": "a"})) == set()
 
 
-def test_another_input_in_an_arguments_place_must_share_its_storage() -> None:
+def _at(storage: int, offset: int = 0, shape: tuple[int, ...] = (2, 2), stride: tuple[int, ...] = (2, 1)) -> Region:
+    return Region(storage, offset, shape, stride)
+
+
+def test_another_input_in_an_arguments_place_must_be_the_same_elements() -> None:
     trace = _computation("y", "x", "a", flat=["y", "y", "y"])  # Thunder 0.2.6's replacement, as in its trace
     assert _found(trace) == set()  # without the call: the alias pass's replacement is taken on trust
-    assert _found(trace, {"y": 1, "x": 1, "a": 1}) == set()  # all three views of one storage
-    assert _found(trace, {"y": 1, "x": 1, "a": 2}) == {("a", "y")}
-    assert _found(trace, {"y": 1, "x": 1}) == set()  # a's storage unknown (a parameter, a subclass): no judgement
-    (violation,) = trace_findings(trace, storages={"y": 1, "x": 1, "a": 2})[0]
+    assert _found(trace, {"y": _at(1), "x": _at(1), "a": _at(1, shape=(4,), stride=(1,))}) == set()  # reshapes
+    assert _found(trace, {"y": _at(1), "x": _at(1), "a": _at(2)}) == {("a", "y")}
+    assert _found(trace, {"y": _at(1), "x": _at(1)}) == set()  # a not followed (a dataclass field): no judgement
+    (violation,) = trace_findings(trace, storages={"y": _at(1), "x": _at(1), "a": _at(2)})[0]
     assert "do not share storage in this call" in violation.message and "alias_tensor_indices" in violation.fix
+    halves = {"y": _at(1), "x": _at(1, offset=4), "a": _at(1, stride=(1, 2))}  # another offset, a transpose
+    assert _found(trace, halves) == {("x", "y"), ("a", "y")}
+    (half, _) = flat_args_mismatches(trace, halves)
+    assert "share a storage in this call they are not the same elements (x at offset 4" in half.message
+
+
+def test_regions_are_the_same_elements_when_one_is_a_reshape_of_the_other() -> None:
+    base = torch.arange(8.0)
+    (whole, matrix, tail, transposed, strided), _ = call_storages(
+        (base, base.view(2, 4), base[4:], base.view(2, 4).t(), base[::2]), {}
+    )
+    assert whole.same_elements(matrix) and matrix.same_elements(whole)
+    assert not whole.same_elements(tail) and whole.storage == tail.storage
+    assert not matrix.same_elements(transposed) and transposed.same_elements(transposed)
+    assert not whole.same_elements(strided) and not strided.contiguous()
 
 
 def test_a_trace_a_pass_builds_for_itself_copies_flat_args_as_it_likes() -> None:
@@ -104,7 +123,7 @@ def test_a_trace_a_pass_builds_for_itself_copies_flat_args_as_it_likes() -> None
 def test_the_check_reads_only() -> None:
     trace = _computation("x", "w", "extra", flat=["x", "w"])
     before = (list(map(id, trace.bound_symbols)), set(trace.names), [dict(b.__dict__) for b in trace.bound_symbols])
-    flat_args_mismatches(trace, {"x": 1})
+    flat_args_mismatches(trace, {"x": _at(1)})
     assert before == (list(map(id, trace.bound_symbols)), set(trace.names), [dict(b.__dict__) for b in trace.bound_symbols])
 
 
@@ -129,11 +148,13 @@ def test_the_call_is_kept_as_storages_read_through_the_prologue() -> None:
     prologues: Any = thunder.last_prologue_traces(jitted)  # a list, though Thunder annotates it as one TraceCtx
     prologue = prologues[-1]
     call = call_storages((unused, y, x, a), {})
-    assert call[0][0] == call[0][1] == call[0][2] != call[0][3]
+    assert call[0][0].storage == call[0][1].storage == call[0][2].storage != call[0][3].storage
     names = unpacked(prologue, (unused, y, x, a), {})
     assert names["a"] is a and names["x"] is x and names["y"] is y
     keys = storage_keys([prologue], call)
-    assert keys["y"] == keys["x"] != keys["a"]
+    y_elements, x_elements = keys["y"], keys["x"]
+    assert y_elements == x_elements != keys["a"]
+    assert y_elements is not None and x_elements is not None and y_elements.same_elements(x_elements)
 
 
 def test_thunders_alias_pass_replacing_an_unrelated_input_is_reported_before_the_wrong_result() -> None:
@@ -186,7 +207,7 @@ def test_the_call_is_read_without_ever_raising() -> None:
     looped: dict[str, Any] = {"x": torch.ones(2)}
     looped["self"] = looped
     args, _ = call_storages((looped,), {})
-    assert isinstance(args[0]["x"], int) and args[0]["self"] is None
+    assert isinstance(args[0]["x"], Region) and args[0]["self"] is None
     assert call_storages((torch.ones(2).as_subclass(torch.nn.Parameter),), {}) == ((None,), {})
 
 

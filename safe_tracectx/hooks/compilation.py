@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import torch
 
-from safe_tracectx.traces.call_inputs import call_storages, storage_keys
+from safe_tracectx.traces.call_inputs import Region, call_storages, storage_keys
 from safe_tracectx.traces.checks import Violation, trace_findings
 from safe_tracectx.traces.program import signature_name
 from safe_tracectx.traces.grad_mode import Retagging, detached_across
@@ -111,7 +111,7 @@ class Compilation:
         #: (``traces.call_inputs.call_storages``: no tensor of the user's is kept).
         self.call: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         #: (prologues read, each input name's storage in the call) once a prologue is there.
-        self._storages: tuple[int, dict[str, int | None]] | None = None
+        self._storages: tuple[int, dict[str, Region | None]] | None = None
         #: id(trace) -> (weak reference, stamp, violations, notes): each trace is checked once while unchanged.
         self._findings: dict[int, tuple[Any, tuple[int, int], list[Violation], list[Violation]]] = {}
 
@@ -185,7 +185,7 @@ class Compilation:
             violations, notes = cached[2], cached[3]
         return (violations + notes, []) if executed else (violations, notes)
 
-    def storages(self) -> dict[str, int | None] | None:
+    def storages(self) -> dict[str, Region | None] | None:
         """The storage of each tensor input name in the call being compiled (by the prologues made so far), or
         None while there is no call or no prologue to read it from."""
         if self.call is None:

@@ -4,17 +4,18 @@ Thunder's prologue unpacks the call's arguments by name (``unpack_trivial`` of
 ``args`` and ``kwargs``, then ``unpack_getitem``/``unpack_sequence`` into them);
 the computation trace takes those names as its arguments. The call is kept as
 its storages (:func:`call_storages`: the same tuples, lists and dicts, each plain
-strided tensor replaced by its storage as Thunder compares it for its alias
-groups, ``untyped_storage().data_ptr()``, anything else by None), so nothing of
+strided tensor replaced by the :class:`Region` of its elements, its storage as
+Thunder compares it for its alias groups, ``untyped_storage().data_ptr()``, with its
+offset, shape and strides; anything else by None), so nothing of
 the user's is kept alive, and no user ``__getitem__`` runs::
 
     >>> import torch
     >>> from thunder.core.trace import TraceCtx
     >>> from safe_tracectx.traces.call_inputs import call_storages, storage_keys
     >>> x = torch.ones(4)
-    >>> args, kwargs = call_storages((x, x.view(2, 2), 3), {})
-    >>> args[0] == args[1] and args[2] is None
-    True
+    >>> args, kwargs = call_storages((x, x.view(2, 2), x[2:], 3), {})
+    >>> args[0].same_elements(args[1]), args[0].storage == args[2].storage, args[0].same_elements(args[2]), args[3]
+    (True, True, False, None)
     >>> storage_keys([TraceCtx()], (args, kwargs))
     {}
 """
@@ -26,13 +27,14 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.call_inputs")
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+import math
+from typing import Any, Final, NamedTuple
 
 import torch
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy
 
-__all__ = ["NOT_GROUPED", "call_storages", "storage_keys", "unpacked"]
+__all__ = ["NOT_GROUPED", "Region", "call_storages", "storage_keys", "unpacked"]
 
 _TRIVIAL: Final = PrimIDs.UNPACK_TRIVIAL
 _GETITEM: Final = PrimIDs.UNPACK_GETITEM
@@ -44,14 +46,40 @@ _MISSING: Final = object()
 NOT_GROUPED: Final = None
 
 
+class Region(NamedTuple):
+    """Where a plain strided tensor's elements are: its storage (as Thunder groups aliases), offset, shape, strides."""
+
+    storage: int
+    offset: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+
+    def same_elements(self, other: Region) -> bool:
+        """Whether the two are the same elements in the same order (one is the other, or a reshape of it)."""
+        if self.storage != other.storage or self.offset != other.offset:
+            return False
+        return (self.shape, self.stride) == (other.shape, other.stride) or (
+            self.contiguous() and other.contiguous() and math.prod(self.shape) == math.prod(other.shape)
+        )
+
+    def contiguous(self) -> bool:
+        expected = 1
+        for size, step in reversed(tuple(zip(self.shape, self.stride))):
+            if size != 1 and step != expected:
+                return False
+            expected *= size
+        return True
+
+
 def _stored(value: Any, path: frozenset[int] = frozenset()) -> Any:
     if type(value) is torch.Tensor:  # as thunder.jit's _alias_tensor_of_args_kwargs_dict: subclasses have no data pointer
         if value.layout is not torch.strided:
             return None
         try:
-            return int(value.untyped_storage().data_ptr())
+            storage = int(value.untyped_storage().data_ptr())
         except (RuntimeError, NotImplementedError):  # a functorch wrapper (vmap's BatchedTensor) has no storage
             return None
+        return Region(storage, int(value.storage_offset()), tuple(map(int, value.shape)), tuple(map(int, value.stride())))
     if not isinstance(value, tuple | list | dict) or id(value) in path:
         return None  # another leaf, or a container holding itself (its inner copy is no input Thunder unpacks)
     inner = path | {id(value)}
@@ -69,7 +97,7 @@ def _stored(value: Any, path: frozenset[int] = frozenset()) -> Any:
 
 
 def call_storages(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``args`` and ``kwargs`` with each plain strided tensor replaced by its storage (an int), any other leaf by
+    """``args`` and ``kwargs`` with each plain strided tensor replaced by its :class:`Region`, any other leaf by
     None; never raises (an input with no storage is None, a container that holds itself is None inside itself)."""
     try:
         return tuple(_stored(a) for a in args), {key: _stored(value) for key, value in kwargs.items()}
@@ -143,15 +171,15 @@ def unpacked(prologue: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return {name: value for name, value in values.items() if name not in unsure}
 
 
-def storage_keys(prologues: Iterable[Any], call: tuple[tuple[Any, ...], Mapping[str, Any]]) -> dict[str, int | None]:
-    """The storage of each input name ``prologues`` unpack: an int for a plain tensor of ``call`` (as
+def storage_keys(prologues: Iterable[Any], call: tuple[tuple[Any, ...], Mapping[str, Any]]) -> dict[str, Region | None]:
+    """Where each input name ``prologues`` unpack lives: a :class:`Region` for a plain tensor of ``call`` (as
     :func:`call_storages` gives it), :data:`NOT_GROUPED` for an input Thunder's alias groups never hold; a name
     the walk cannot follow, or two prologues unpack as different values, is left out."""
-    keys: dict[str, int | None] = {}
+    keys: dict[str, Region | None] = {}
     unsure: set[str] = set()
     for prologue in prologues:
         for name, value in unpacked(prologue, *call).items():
-            key = value if isinstance(value, int) and not isinstance(value, bool) else NOT_GROUPED
+            key = value if isinstance(value, Region) else NOT_GROUPED
             if name in keys and keys[name] != key:
                 unsure.add(name)
             keys[name] = key

@@ -41,6 +41,7 @@ from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.traceless_proxies import is_traceless, traceless_proxies_made
 from safe_tracectx.traces import joint
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.flat_args import flat_args_mismatches
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
 from safe_tracectx.traces.program import Program, signature_name, signature_names
@@ -81,7 +82,7 @@ def generatable(name: str, trace: Any) -> bool:
 
 
 def trace_findings(
-    trace: TraceCtx, *, executed: bool = False, storages: Mapping[str, int | None] | None = None
+    trace: TraceCtx, *, executed: bool = False, storages: Mapping[str, Region | None] | None = None
 ) -> tuple[list[Violation], list[Violation]]:
     """(violations, notes) of ``trace``; reads only.
 

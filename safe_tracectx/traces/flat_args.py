@@ -30,14 +30,16 @@ from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.call_inputs import Region
 
 __all__ = ["FlatArgsMismatch", "flat_args_mismatches", "return_flat_args"]
 
 _RETURN: Final = PrimIDs.RETURN
 _ALIAS_FIX: Final = (
-    "replace an input only by one that shares its storage in the call: Thunder's alias groups "
-    "(cache_info['alias_tensor_indices']) are positions in the call's flattened (args, kwargs), not in the "
-    "computation trace's arguments, which leave out the inputs it does not use"
+    "replace an input only by one that is the same elements in the call (itself, or a reshape of it): Thunder's "
+    "alias groups (cache_info['alias_tensor_indices']) are positions in the call's flattened (args, kwargs), not in "
+    "the computation trace's arguments, which leave out the inputs it does not use, and inputs that share a storage "
+    "may be other elements of it (halves, a transpose)"
 )
 
 
@@ -66,13 +68,14 @@ def _name(value: Any) -> str:
     return value.name if isinstance(value, Proxy) else repr(value)
 
 
-def flat_args_mismatches(trace: Any, storages: Mapping[str, int | None] | None = None) -> list[FlatArgsMismatch]:
+def flat_args_mismatches(trace: Any, storages: Mapping[str, Region | None] | None = None) -> list[FlatArgsMismatch]:
     """Where ``trace``'s return hands autograd other inputs than its arguments (by position); reads only.
 
     An entry that is another argument (or computed from one) in an argument's place is how Thunder's alias pass
-    replaces inputs that share storage by one of them; with ``storages`` (each input name's storage in the call,
-    None for one Thunder's alias groups never hold: :func:`safe_tracectx.traces.call_inputs.storage_keys`) it must
-    share the argument's storage; an input missing from ``storages`` is taken on trust.
+    replaces inputs that share storage by one of them; with ``storages`` (where each input's elements are in the
+    call, None for one Thunder's alias groups never hold: :func:`safe_tracectx.traces.call_inputs.storage_keys`) it
+    must be the argument's very elements (the argument itself, or a reshape of it); an input missing from
+    ``storages`` is taken on trust.
     """
     given = return_flat_args(trace)
     if given is None:
@@ -108,12 +111,20 @@ def flat_args_mismatches(trace: Any, storages: Mapping[str, int | None] | None =
             if storages is None or argument.name not in storages or any(s not in storages for s in sources):
                 continue
             key = storages[argument.name]
-            if key is not None and any(storages[s] == key for s in sources):
+            regions = [r for r in (storages[s] for s in sorted(sources)) if r is not None]
+            if key is not None and any(key.same_elements(r) for r in regions):
                 continue
             other = ", ".join(sorted(sources))
-            why = ("they do not share storage in this call" if key is not None else
-                   f"{argument.name} is no plain tensor of the call's arguments (a module's parameter or attribute, "
-                   "a tensor subclass), which Thunder's alias groups never hold")
+            if key is None:
+                why = (f"{argument.name} is no plain tensor of the call's arguments (a module's parameter or "
+                       "attribute, a tensor subclass), which Thunder's alias groups never hold")
+            elif any(r.storage == key.storage for r in regions):
+                why = (f"though they share a storage in this call they are not the same elements ({argument.name} "
+                       f"at offset {key.offset}, shape {list(key.shape)}, strides {list(key.stride)}; "
+                       + "; ".join(f"offset {r.offset}, shape {list(r.shape)}, strides {list(r.stride)}"
+                                   for r in regions) + ")")
+            else:
+                why = "they do not share storage in this call"
             found.append(FlatArgsMismatch(
                 (argument.name, *sorted(sources)),
                 f"the return's flat_args[{position}] is {_name(entry)} where the trace's argument {argument.name} is: "
