@@ -69,10 +69,12 @@ def run_rounds(
     max_rounds: int | None = None,
     max_seconds: float = math.inf,
     done: Callable[[Samples], bool] = lambda samples: True,
+    before_round: Callable[[int], None] = lambda round_: None,
 ) -> tuple[Samples, str]:
     """At least ``rounds`` interleaved rounds, then more until ``done`` or a cap; the samples and why it stopped.
 
-    The time cap stops before a round that would end after it (at the mean pace so far).
+    ``before_round(i)`` runs before round ``i`` (to set what the round's variants share). The time cap stops
+    before a round that would end after it (at the mean pace so far).
     """
     names = list(measure)
     samples: Samples = {name: [] for name in names}
@@ -85,6 +87,7 @@ def run_rounds(
             elapsed = time.monotonic() - started
             if elapsed * (round_ + 1) / round_ > max_seconds:  # one more round would pass the cap
                 return samples, f"stopped by the time cap ({max_seconds / 60:g} min) after {round_} rounds"
+        before_round(round_)
         for name in rotated(names, round_):
             samples[name].append(measure[name]())
     if max_rounds is None:

@@ -14,12 +14,13 @@ in it), the wall time is kept beside it::
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import thunder
 import torch
@@ -29,7 +30,12 @@ from safe_tracectx._support.pass_catalog import FUSION_METHODS, TRANSFORM_METHOD
 from safe_tracectx.hooks import install, is_installed, uninstall
 from safe_tracectx.hooks import patching
 
-__all__ = ["CONFIG", "HOOKED_PASSES", "VARIANTS", "Compile", "compile_once", "hooked_objects", "make_model", "measure", "pass_hooks_off", "snapshot"]
+__all__ = [
+    "CONFIG", "HOOKED_PASSES", "STACK_CHUNK_WORDS", "VARIANTS", "Compile", "alignment", "compile_once", "hooked_objects",
+    "make_model", "measure", "pass_hooks_off", "snapshot", "under_frame",
+]
+
+T = TypeVar("T")
 
 #: Thunder's tests build nanoGPT configs from GPTConfig(dropout=0, ...); small widths keep the compile ~10 s.
 CONFIG: Final[dict[str, Any]] = {"dropout": 0.0, "block_size": 64, "vocab_size": 256, "n_layer": 4, "n_head": 4, "n_embd": 64}
@@ -143,13 +149,48 @@ def hooked_objects(now: dict[tuple[str, str], Any], before: dict[tuple[str, str]
     return sorted({*changed, *ours})
 
 
-def measure(variant: str, model: torch.nn.Module, idx: torch.Tensor, record: Callable[[Compile, float], None]) -> float:
-    """Compile once under ``variant`` (the pass hooks' own time probed); check it compiled and the hooks are gone.
+#: CPython (3.11 to 3.13) keeps frames on a data stack of 16 KiB chunks. A call that does not fit in the last
+#: chunk maps a new one and its return unmaps it, so a loop calling there maps and unmaps on every call. Where
+#: Thunder's busiest calls fall against a chunk's end depends on the caller's stack depth, to the byte: one
+#: compile maps 36,000 to 58,000 chunks, and the same compile costs up to 9% more or less one frame deeper.
+#: Each of the hooks' frames moves that alignment as well. So a ratio at one depth measures the alignment as
+#: much as the hooks; rounds move the depth over the whole of a chunk (benchmarks/NOTES.md).
+STACK_CHUNK_WORDS: Final = 16 * 1024 // 8
+_GOLDEN: Final = (5**0.5 - 1) / 2
+
+
+def alignment(round_: int) -> int:
+    """The extra words of data stack for round ``round_``: spread evenly over a chunk (the golden-ratio sequence)."""
+    return int((round_ * _GOLDEN) % 1 * STACK_CHUNK_WORDS)
+
+
+@functools.cache
+def _frame_of(words: int) -> Callable[[Callable[[], Any]], Any]:
+    names = " = ".join(f"v{i}" for i in range(words)) or "_"
+    namespace: dict[str, Any] = {}
+    exec(f"def call(fn):\n    {names} = None\n    return fn()\n", namespace)  # a frame with `words` locals
+    return namespace["call"]  # type: ignore[no-any-return]
+
+
+def under_frame(words: int, fn: Callable[[], T]) -> T:
+    """``fn()`` called from a frame of about ``words`` more words of data stack (its locals)::
+
+    >>> under_frame(100, lambda: 42)
+    42
+    """
+    return _frame_of(words)(fn)  # type: ignore[no-any-return]
+
+
+def measure(
+    variant: str, model: torch.nn.Module, idx: torch.Tensor, record: Callable[[Compile, float], None], *, words: int = 0
+) -> float:
+    """Compile once under ``variant`` (the pass hooks' own time probed), ``words`` deeper on the data stack; check
+    it compiled and the hooks are gone.
 
     ``record`` gets the compile and the pass hooks' own seconds; returns the CPU seconds.
     """
     with installation(variant), pass_timer() as own:
-        result = compile_once(model, idx)
+        result = under_frame(words, lambda: compile_once(model, idx))
     if result.misses != 1 or is_installed() or (own["calls"] > 0) != (variant in HOOKED_PASSES):
         raise AssertionError(f"{variant}: {result.misses} cache misses, {own['calls']} pass runs, installed after: "
                              f"{is_installed()}")

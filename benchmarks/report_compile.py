@@ -71,6 +71,24 @@ def _rounds_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _alignment_lines(info: dict[str, Any]) -> list[str]:
+    """Where each round ran on CPython's data stack, and how far apart its rounds' ratios are."""
+    words, samples = info.get("stack_words"), info["samples"]
+    if not words:
+        return []
+    spread = "; ".join(
+        f"`{v}` {min(r):.3f} to {max(r):.3f}" for v in list(samples)[1:] if (r := ratios(samples, v, "plain"))
+    )
+    return [
+        f"The rounds ran at {len(set(words))} depths into CPython's data stack (from 0 to {max(words):,} "
+        "extra words, the golden-ratio sequence over one 16 KiB chunk, the same for every variant of a round): "
+        "where Thunder's busiest calls fall against a chunk's end decides how many chunks a compile maps and "
+        f"unmaps (benchmarks/NOTES.md), so one depth measures the alignment as much as the hooks. Round "
+        f"ratios ranged: {spread}.",
+        "",
+    ]
+
+
 def _accounting_lines(info: dict[str, Any]) -> list[str]:
     counts, costs = info["counts"], info["costs"]
     variants = list(info["samples"])[1:]
@@ -132,6 +150,7 @@ def compile_section(info: dict[str, Any]) -> list[str]:
         f"{warmup['plain']:.2f} s CPU against a median of {plain:.2f} s after it. Load average (1 min) "
         f"{info['load_before'][0]:.2f} before, {info['load_after'][0]:.2f} after.",
         "",
+        *_alignment_lines(info),
         *_rounds_lines(info),
         "",
         "### Cross-check by accounting",
