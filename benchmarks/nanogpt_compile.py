@@ -149,35 +149,46 @@ def hooked_objects(now: dict[tuple[str, str], Any], before: dict[tuple[str, str]
     return sorted({*changed, *ours})
 
 
-#: CPython (3.11 to 3.13) keeps frames on a data stack of 16 KiB chunks. A call that does not fit in the last
-#: chunk maps a new one and its return unmaps it, so a loop calling there maps and unmaps on every call. Where
-#: Thunder's busiest calls fall against a chunk's end depends on the caller's stack depth, to the byte: one
-#: compile maps 36,000 to 58,000 chunks, and the same compile costs up to 9% more or less one frame deeper.
-#: Each of the hooks' frames moves that alignment as well. So a ratio at one depth measures the alignment as
-#: much as the hooks; rounds move the depth over the whole of a chunk (benchmarks/NOTES.md).
+#: CPython 3.11 keeps frames on a data stack of 16 KiB chunks. A call that does not fit in the last chunk maps a
+#: new one and its return unmaps it, so a loop calling there maps and unmaps on every call. Where Thunder's
+#: busiest calls fall against a chunk's end depends on the caller's stack depth, to the word: one plain compile
+#: maps 168,000 16 KiB chunks at one depth and 263,000 at another (the same count, compile after compile, at a
+#: given depth), and its time moves by several per cent with them. Each of the hooks' frames moves that
+#: alignment as well. So a ratio at one depth measures the alignment as much as the hooks; rounds move the depth
+#: over the whole of a chunk (benchmarks/NOTES.md).
 STACK_CHUNK_WORDS: Final = 16 * 1024 // 8
+#: Words per padding frame: a frame that needs more than 16 KiB less CPython's 1,000-word margin (about 1,030
+#: words) gets a 32 KiB chunk of its own, which would start the compile with more room than any caller leaves.
+_PART: Final = 512
 _GOLDEN: Final = (5**0.5 - 1) / 2
 
 
 def alignment(round_: int) -> int:
-    """The extra words of data stack for round ``round_``: spread evenly over a chunk (the golden-ratio sequence)."""
+    """The extra words of data stack for round ``round_``: spread over a chunk (the golden-ratio sequence)::
+
+    >>> [alignment(r) for r in range(4)]
+    [0, 1265, 483, 1749]
+    """
     return int((round_ * _GOLDEN) % 1 * STACK_CHUNK_WORDS)
 
 
 @functools.cache
 def _frame_of(words: int) -> Callable[[Callable[[], Any]], Any]:
-    names = " = ".join(f"v{i}" for i in range(words)) or "_"
+    assign = f"    {' = '.join(f'v{i}' for i in range(words))} = None\n" if words else ""
     namespace: dict[str, Any] = {}
-    exec(f"def call(fn):\n    {names} = None\n    return fn()\n", namespace)  # a frame with `words` locals
+    exec(f"def call(fn):\n{assign}    return fn()\n", namespace)  # a frame with `words` locals
     return namespace["call"]  # type: ignore[no-any-return]
 
 
 def under_frame(words: int, fn: Callable[[], T]) -> T:
-    """``fn()`` called from a frame of about ``words`` more words of data stack (its locals)::
+    """``fn()`` called from frames of ``words`` more words of data stack in all (their locals; a few more for each
+    frame of ``_PART`` words past the first)::
 
-    >>> under_frame(100, lambda: 42)
+    >>> under_frame(2047, lambda: 42)
     42
     """
+    if words > _PART:
+        return _frame_of(_PART)(lambda: under_frame(words - _PART, fn))  # type: ignore[no-any-return]
     return _frame_of(words)(fn)  # type: ignore[no-any-return]
 
 
