@@ -2,7 +2,8 @@
 
 Rounds of the variants (order rotated each round, a warm-up round discarded),
 each round at another depth of CPython's data stack (``alignment``: the same
-for every variant of the round, spread over a whole chunk), run until the 95% interval of every ratio to "plain" is within ±1%, or a cap
+for every variant of the round, spread over a whole chunk), run until the 95%
+interval of every ratio to "plain" is within ±1%, or a cap
 (``BENCH_COMPILE_MAX_MINUTES``, ``BENCH_COMPILE_MAX_ROUNDS``). Then the
 accounting cross-check (``compile_accounting``). Everything lands in the
 benchmark's ``extra_info`` for benchmarks/report.py.
