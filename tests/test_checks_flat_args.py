@@ -241,3 +241,59 @@ def test_a_parameter_replaced_by_an_input_is_reported_it_is_never_in_an_alias_gr
     (violation,) = log.violations  # Thunder 0.2.6 and main replace the weight t_w by the input y
     assert violation.detail["kind"] == "flat-args-mismatch" and violation.detail["names"][0] == "t_w"
     assert "no plain tensor of the call's arguments" in violation.detail["message"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda base: (base.reshape(2, 3)[:, 0], base.reshape(2, 3)[:, 0].unsqueeze(1)),  # a strided view, unsqueezed
+        lambda base: (base.reshape(2, 3)[:, 0:1], base.reshape(2, 3)[:, 0]),
+        lambda base: (base.reshape(2, 3)[:, ::2].unsqueeze(0), base.reshape(2, 3)[:, ::2]),
+        lambda base: (base[:1].expand(2), base[:1].expand(2, 1)),  # stride 0
+        lambda base: (base[:0], base[2:2]),  # no elements at all
+        lambda base: (base[:0], base[:0].reshape(0, 3).t()),
+    ],
+)
+def test_views_that_are_a_reshape_of_each_other_are_the_same_elements(make: Any) -> None:
+    """Thunder's alias pass replaces one by ``reshape`` of the other: right whenever both read the same elements in
+    the same row-major order (a hostile review's false alarms, on programs Thunder runs right)."""
+    (first, second), _ = call_storages(make(torch.arange(6.0)), {})
+    assert first.same_elements(second) and second.same_elements(first)
+
+
+def test_views_that_read_the_storage_otherwise_are_other_elements() -> None:
+    """A dtype view or a conjugate view of the same storage: Thunder's reshape of one in the other's place computes
+    with the wrong values (a hostile review's misses)."""
+    a, c = torch.ones(4), torch.tensor([1 + 2j, 3 - 1j])
+    (whole, as_int, as_short, conj, column), _ = call_storages(
+        (a, a.view(torch.int32), a.view(torch.int16)[:4], c, c.conj()), {}
+    )
+    assert not whole.same_elements(as_int) and not whole.same_elements(as_short) and not conj.same_elements(column)
+    assert "torch.int32" in as_int.describe() and "conjugate" in column.describe()
+    assert not whole.same_elements(call_storages((a[::2],), {})[0][0])
+
+
+def _update_first(a: Any, b: Any) -> Any:
+    a.add_(1)
+    return b * 1
+
+
+def test_a_strided_view_and_its_unsqueeze_are_silent_and_right() -> None:
+    def views() -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.arange(6.0).reshape(2, 3)[:, 0]
+        return x, x.unsqueeze(1)
+
+    expected = _update_first(*views())
+    with stc.audit() as log, installed(STRICT):
+        got = thunder.jit(_update_first)(*views())
+    assert log.violations == []
+    torch.testing.assert_close(got, expected)
+
+
+def test_a_dtype_view_replaced_by_its_storage_is_reported_before_the_wrong_result() -> None:
+    a = torch.ones(4)
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(_update_first)(a, a.view(torch.int32))
+    error: Any = info.value
+    assert error.kind == "flat-args-mismatch" and set(error.names[:2]) == {"a", "b"}
+    assert "torch.int32" in str(error) and torch.equal(a, torch.ones(4))  # raised before the update ran

@@ -27,7 +27,6 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.call_inputs")
 
 from collections.abc import Iterable, Mapping
-import math
 from typing import Any, Final, NamedTuple
 
 import torch
@@ -47,20 +46,42 @@ NOT_GROUPED: Final = None
 
 
 class Region(NamedTuple):
-    """Where a plain strided tensor's elements are: its storage (as Thunder groups aliases), offset, shape, strides."""
+    """Where a plain strided tensor's elements are: its storage (as Thunder groups aliases), offset, shape, strides,
+    and how its elements are read (dtype, conjugate and negative bits)."""
 
     storage: int
     offset: int
     shape: tuple[int, ...]
     stride: tuple[int, ...]
+    reading: tuple[str, bool, bool] = ("", False, False)
 
     def same_elements(self, other: Region) -> bool:
-        """Whether the two are the same elements in the same order (one is the other, or a reshape of it)."""
-        if self.storage != other.storage or self.offset != other.offset:
+        """Whether the two are the same elements in the same order, read alike (one is a reshape of the other):
+        what Thunder's alias pass assumes when it replaces one by ``reshape`` of the other."""
+        if self.storage != other.storage or self.reading != other.reading:
             return False
-        return (self.shape, self.stride) == (other.shape, other.stride) or (
-            self.contiguous() and other.contiguous() and math.prod(self.shape) == math.prod(other.shape)
-        )
+        return self._order() == other._order()
+
+    def _order(self) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+        """The elements in row-major order as (offset, (size, stride) runs): size-1 dimensions dropped, a
+        dimension merged into the one before when it continues it; None for no elements at all."""
+        if 0 in self.shape:
+            return None
+        runs: list[tuple[int, int]] = []
+        for size, step in zip(self.shape, self.stride):
+            if size == 1:
+                continue
+            if runs and runs[-1][1] == step * size:
+                runs[-1] = (runs[-1][0] * size, step)
+            else:
+                runs.append((size, step))
+        return self.offset, tuple(runs)
+
+    def describe(self) -> str:
+        """``offset 4, shape [2, 2], strides [2, 1], torch.float32`` (and ``conjugate``, ``negative`` when set)."""
+        dtype, conj, neg = self.reading
+        bits = [dtype] * bool(dtype) + ["conjugate"] * conj + ["negative"] * neg
+        return ", ".join([f"offset {self.offset}, shape {list(self.shape)}, strides {list(self.stride)}", *bits])
 
     def contiguous(self) -> bool:
         expected = 1
@@ -79,7 +100,10 @@ def _stored(value: Any, path: frozenset[int] = frozenset()) -> Any:
             storage = int(value.untyped_storage().data_ptr())
         except (RuntimeError, NotImplementedError):  # a functorch wrapper (vmap's BatchedTensor) has no storage
             return None
-        return Region(storage, int(value.storage_offset()), tuple(map(int, value.shape)), tuple(map(int, value.stride())))
+        reading = (str(value.dtype), bool(value.is_conj()), bool(value.is_neg()))
+        return Region(
+            storage, int(value.storage_offset()), tuple(map(int, value.shape)), tuple(map(int, value.stride())), reading
+        )
     if not isinstance(value, tuple | list | dict) or id(value) in path:
         return None  # another leaf, or a container holding itself (its inner copy is no input Thunder unpacks)
     inner = path | {id(value)}

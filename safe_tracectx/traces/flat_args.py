@@ -120,9 +120,8 @@ def flat_args_mismatches(trace: Any, storages: Mapping[str, Region | None] | Non
                        "attribute, a tensor subclass), which Thunder's alias groups never hold")
             elif any(r.storage == key.storage for r in regions):
                 why = (f"though they share a storage in this call they are not the same elements ({argument.name} "
-                       f"at offset {key.offset}, shape {list(key.shape)}, strides {list(key.stride)}; "
-                       + "; ".join(f"offset {r.offset}, shape {list(r.shape)}, strides {list(r.stride)}"
-                                   for r in regions) + ")")
+                       f"at {key.describe()}; " + "; ".join(r.describe() for r in regions) + ") in the same order, "
+                       "read alike")
             else:
                 why = "they do not share storage in this call"
             found.append(FlatArgsMismatch(
