@@ -54,6 +54,7 @@ TraceCheck = Literal[
     "generated-code",
     "untranslated-value",
     "gradient-mismatch",
+    "custom-backward-ignored",
     "dtype-changed-by-substitution",
     "borrowed-namer",
     "replaced-name",
@@ -130,6 +131,9 @@ FIXES: Final[dict[str, str]] = {
     "gradient-mismatch": "make the grad rule return each gradient with its primal's dtype and shape (convert it: "
     "prims.convert_element_type(grad, x.dtype); reduce or reshape a broadcast one to x.shape), as "
     "grad_chooser_backward does since #1878",
+    "custom-backward-ignored": "let the executor that holds the symbol's backward decide its grad rule: put it "
+    "ahead of every executor that can execute or fuse the symbol (thunder.jit puts its temporary executor first "
+    "since #1569), or give that executor the symbol's grad transform too",
     "borrowed-namer": "name the proxy with the trace it goes into (tracectx(bw)), or in scratch_trace(fw, bw) and "
     "commit_names(into=bw)",
     "replaced-name": "ask for a name the trace does not hold yet (or none), and use the name the proxy got",

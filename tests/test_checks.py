@@ -181,8 +181,8 @@ def test_what_binds_a_name_again_without_a_new_value_is_not_a_redefinition() -> 
     trace.bound_symbols += [
         prims.unpack_trivial.bind(a, name="a", output=a),  # names a parameter
         prims.neg.bind(a, output=b),
-        Symbol(name="copy_", meta=None).bind(a, b, output=b),  # returns its own argument
-        Symbol(name="unpack_sequence", meta=None).bind(a, output=(b,)),  # unpacks a value under its name
+        Symbol(name="copy_", meta=None, _module=prims).bind(a, b, output=b),  # returns its own argument
+        Symbol(name="unpack_sequence", meta=None, _module=prims).bind(a, output=(b,)),  # unpacks a value under its name
         prims.shape.bind(a, output=(i,)),
         prims.shape.bind(a, output=(i,)),  # a repeated shape query (remove_duplicate_number_proxies drops it)
         prims.shape.bind(b, output=(i,)),  # the same symbolic dimension, from another tensor's shape
@@ -197,11 +197,11 @@ def test_a_number_computed_again_from_another_value_is_a_redefinition() -> None:
     trace, (a, b) = _trace("a", "b")
     with tracectx(trace):
         f = IntegerProxy("f0", 2)
-    item = Symbol(name="item", meta=None)
+    item = Symbol(name="item", meta=None, _module=prims)
     trace.bound_symbols += [item.bind(a, output=f), item.bind(b, output=f)]
     _returning(trace, f)
     assert _kinds(check_trace(trace)) == {("defined-twice", "f0")}
-    computed_twice = Symbol(name="neg", meta=None)
+    computed_twice = Symbol(name="neg", meta=None, _module=prims)
     (c,) = _made(trace, "c")
     again, (x,) = _trace("x")
     again.bound_symbols += [computed_twice.bind(x, output=c), computed_twice.bind(x, output=c)]
@@ -254,7 +254,9 @@ def test_an_unregistered_name_the_namer_will_hand_out_is_reported() -> None:
 
 
 def _fusion(name: str, inputs: tuple[TensorProxy, ...], output: TensorProxy, subsymbols: list[BoundSymbol]) -> BoundSymbol:
-    return Symbol(name=name, meta=None, is_fusion=True).bind(*inputs, output=output, subsymbols=subsymbols)
+    return Symbol(name=name, meta=None, is_fusion=True).bind(
+        *inputs, output=output, subsymbols=subsymbols, _call_ctx={name: None}  # a fusion is called by its name
+    )
 
 
 def test_a_fusion_region_reads_only_its_inputs_and_what_it_defined() -> None:

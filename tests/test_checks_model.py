@@ -141,12 +141,13 @@ class _RandomTrace:
             draw = self.rng.random()
             if depth < 2 and draw < 0.2:
                 inner = self.bsyms(pool + args, depth + 1, self.rng.randint(0, 4))
-                sym = Symbol(name=f"Fusion{self.rng.randint(0, 3)}", meta=None, is_fusion=self.rng.random() < 0.8)
-                made.append(sym.bind(*args, output=output, subsymbols=inner))
+                name = f"Fusion{self.rng.randint(0, 3)}"
+                sym = Symbol(name=name, meta=None, is_fusion=self.rng.random() < 0.8, _module=prims)
+                made.append(sym.bind(*args, output=output, subsymbols=inner, _call_ctx={name: None}))
             elif draw < 0.3:
-                made.append(Symbol(name="unpack_sequence", meta=None).bind(*args, output=output))
+                made.append(Symbol(name="unpack_sequence", meta=None, _module=prims).bind(*args, output=output))
             else:
-                made.append(Symbol(name="op", meta=None).bind(*args, output=output))
+                made.append(Symbol(name="op", meta=None, _module=prims).bind(*args, output=output))
             pool = pool + args + outs
         return made
 

@@ -32,6 +32,10 @@ PassKind = Literal["thunderfx", "tracing", "transform", "autodiff", "execution",
 #: label, with no run of its own: a function called once per FX node would flood the pass runs); or as a binding
 #: of a trace's inputs, watched for the tags it adds to the proxies it is given (``hooks.bindings``).
 HookKind = Literal["pass", "splitter", "phase", "binding"]
+#: What a pass needs of the traces it is given, checked when it starts (``hooks.runs``): no name computed in two
+#: fusion regions (rematerialization takes a name to mean one value); every backward of the program's own taken
+#: by the grad rule lookup (a custom ``torch.autograd.Function``'s).
+Precondition = Literal["unique-region-names", "custom-backwards"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +52,8 @@ class PassSpec:
     kind: PassKind = "remat"
     #: A run of it begins a new compilation (the interpretation of a ``thunder.jit`` compile).
     starts_compilation: bool = False
-    #: It takes a name to mean one value across fusion regions (rematerialization): its inputs are checked for
-    #: names computed in two regions when it starts.
-    unique_region_names: bool = False
+    #: What its inputs are checked for when it starts (:data:`Precondition`).
+    preconditions: tuple[Precondition, ...] = ()
     hook: HookKind = "pass"
 
     @property
@@ -75,13 +78,14 @@ PASSES: Final[tuple[PassSpec, ...]] = (
         "thunder.executors.passes", "_transform_for_operator_executor_execution", "operator executors", kind="execution"
     ),
     PassSpec("thunder.executors.passes", "transform_for_execution", "transform for execution", kind="execution"),
-    PassSpec("thunder.core.rematerialization", "rematerialize", "fusion remat", unique_region_names=True),
+    PassSpec("thunder.core.rematerialization", "rematerialize", "fusion remat", preconditions=("unique-region-names",)),
     PassSpec(
         "thunder.transforms.autodiff",
         "grad_transform_on_trace",
         "autodiff grad transform",
         phases=(("InsertRecomputationsProcessor", "backward recompute"),),
         kind="autodiff",
+        preconditions=("custom-backwards",),
     ),
     PassSpec(
         "thunder.transforms.autodiff",
@@ -106,6 +110,7 @@ PASSES: Final[tuple[PassSpec, ...]] = (
         "augmented forward and backward",
         returns_pair=True,
         kind="autodiff",
+        preconditions=("custom-backwards",),
     ),
     PassSpec(
         "thunder.core.transforms",

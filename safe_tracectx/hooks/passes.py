@@ -40,7 +40,7 @@ def wrap_pass(spec: PassSpec, original: Callable[..., Any]) -> Callable[..., Any
     def audited_pass(*args: Any, **kwargs: Any) -> Any:
         return run_pass(
             spec.label, spec.qualname, spec.kind, original, args, kwargs, pair=spec.returns_pair,
-            starts_compilation=spec.starts_compilation, unique_region_names=spec.unique_region_names,
+            starts_compilation=spec.starts_compilation, preconditions=spec.preconditions,
         )
 
     audited_pass.__safe_tracectx_pass__ = spec  # type: ignore[attr-defined]

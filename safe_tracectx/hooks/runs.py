@@ -29,13 +29,15 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx._support import events
 from safe_tracectx._support.callsite import CallSite, find_call_site, user_definition
 from safe_tracectx._support.labels import describe_trace
+from safe_tracectx._support.pass_catalog import Precondition
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import faults, fx_splits, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
+from safe_tracectx.hooks.preconditions import check_preconditions
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
 from safe_tracectx.traces import swaps
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
-from safe_tracectx.traces.checks import Violation, check_handover, generatable, region_name_clashes
+from safe_tracectx.traces.checks import Violation, check_handover, generatable
 from safe_tracectx.traces.fingerprint import fingerprint, packed_fingerprint
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
@@ -51,18 +53,18 @@ class PassRun:
     """A pass while it runs: label, kind, role, inputs; proxies made directly in it and the traces that named them."""
 
     __slots__ = ("label", "qualname", "kind", "role", "pair", "owner", "inputs", "proxies", "namers", "traced_only",
-                 "compilation", "parent", "unique_region_names", "unregistered", "thunderfx", "defined_at", "_started",
+                 "compilation", "parent", "preconditions", "unregistered", "thunderfx", "defined_at", "_started",
                  "_tokens", "_entry", "_first_step", "_symbols", "_given", "_metadata")
 
     def __init__(
         self, label: str, qualname: str, kind: str, inputs: Iterable[Any] = (), *, role: str | None = None,
         pair: bool = False, owner: object = None, traced_only: bool = False, starts_compilation: bool = False,
-        unique_region_names: bool = False, defined_at: CallSite | None = None,
+        preconditions: tuple[Precondition, ...] = (), defined_at: CallSite | None = None,
     ) -> None:
         #: Where the pass's function is defined, when that is the user's code: the site of what it is charged with.
         self.defined_at = defined_at
-        #: Its inputs must not compute one name in two fusion regions (rematerialization).
-        self.unique_region_names = unique_region_names
+        #: What its inputs are checked for when it starts (``pass_catalog.Precondition``).
+        self.preconditions = preconditions
         #: Report the run only if it read or returned a trace or made a proxy (the state-dict hooks).
         self.traced_only = traced_only
         self.label, self.qualname, self.kind, self.pair, self.owner = label, qualname, kind, pair, owner
@@ -111,9 +113,9 @@ class PassRun:
             self._first_step = len(self.compilation.steps)
             self._symbols = [tuple(map(id, t.bound_symbols)) for t in self.inputs]
             self._metadata = swaps.input_metadata(filter(compilations.checked_kind, self.inputs))  # (shape, dtype)
-        if self.unique_region_names:
+        if self.preconditions:
             try:
-                _check_preconditions(self)
+                check_preconditions(self)
             except BaseException:  # refused before it ran: no longer the current pass
                 tokens, self._tokens = self._tokens, None
                 events.current_pass.reset(tokens[0])
@@ -150,36 +152,16 @@ class PassRun:
                 injector.changed_inputs.append({"label": self.label, "trace": describe_trace(trace)})
 
 
-def _check_preconditions(run: PassRun) -> None:
-    """What the pass needs of its inputs, before it runs (a violation charged to what made the input)."""
-    try:
-        found = [(v, t) for t in run.inputs for v in region_name_clashes(t)]
-    except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
-        internal_error(f"the input of {run.label}", error)
-        return
-    if not found:
-        return
-    site = run.defined_at or find_call_site()
-    errors = []
-    for violation, trace in found:
-        if run.compilation is not None:
-            if (violation.kind, violation.name) in run.compilation.reported:
-                continue
-            run.compilation.reported.add((violation.kind, violation.name))
-        errors.append(run_error(run, violation, trace, site, verb="is given"))
-    report_all(errors)
-
-
 def run_pass(
     label: str, qualname: str, kind: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     *, role: str | None = None, pair: bool = False, owner: object = None, traced_only: bool = False,
-    starts_compilation: bool = False, unique_region_names: bool = False,
+    starts_compilation: bool = False, preconditions: tuple[Precondition, ...] = (),
 ) -> Any:
     """``original(*args, **kwargs)`` run as a pass (see :class:`PassRun`)."""
     inputs = (*args, *kwargs.values())
     run = PassRun(
         label, qualname, kind, inputs, role=role, pair=pair, owner=owner, traced_only=traced_only,
-        starts_compilation=starts_compilation, unique_region_names=unique_region_names,
+        starts_compilation=starts_compilation, preconditions=preconditions,
         defined_at=user_definition(original),
     ).enter()
     try:

@@ -44,6 +44,7 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.flat_args import flat_args_mismatches
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
+from safe_tracectx.traces.printing import unprintable
 from safe_tracectx.traces.program import Program, signature_name, signature_names
 from safe_tracectx.traces.swaps import other_tensor
 from safe_tracectx.traces.violations import KINDS, Violation, ViolationKind, bsym_label
@@ -103,13 +104,13 @@ def trace_findings(
     bsyms = trace.bound_symbols
 
     def add(kind: ViolationKind, name: str, message: str, index: int | None, *, note: bool = False,
-            also: tuple[str, ...] = (), advice: str | None = None) -> None:
+            also: tuple[str, ...] = (), advice: str | None = None, culprit: tuple[str, str] | None = None) -> None:
         nonlocal dead
         if (kind, name) in reported:
             return
         reported.add((kind, name))
         where = "trace inputs" if index is None else bsym_label(index, bsyms[index])
-        violation = Violation(kind, name, message, where, also=also, advice=advice)
+        violation = Violation(kind, name, message, where, also=also, advice=advice, culprit=culprit)
         if index is not None and not executed and not note:
             if dead is None:
                 dead = program.dead_indices()
@@ -198,6 +199,9 @@ def trace_findings(
                 callees[id(sym)] = problem
         if problem is not None:  # the program fails when it calls it: a defect on its way until the trace runs
             add("generated-code", program.callee(bsym), problem, index, note=True)
+        if (unprinted := unprintable(bsym, index)) is not None:
+            add(unprinted.kind, unprinted.name, unprinted.message, index, also=unprinted.also, advice=unprinted.advice,
+                culprit=unprinted.culprit)
         if getattr(sym, "is_fusion", False):
             _check_region(bsym, index, add)
     return violations, notes

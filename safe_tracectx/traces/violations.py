@@ -43,6 +43,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "generated-code": BrokenTraceError,
     "untranslated-value": BrokenTraceError,
     "gradient-mismatch": BrokenTraceError,
+    "custom-backward-ignored": BrokenTraceError,
     "dtype-changed-by-substitution": BrokenTraceError,
 }
 
