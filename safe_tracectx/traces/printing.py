@@ -31,6 +31,7 @@ import thunder
 import torch
 from thunder.core import devices, dtypes
 from thunder.core.proxies import Proxy
+from thunder.core.symbol import BoundSymbol
 
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.traces.bound_proxies import proxy_outs
@@ -206,8 +207,8 @@ _PRINTED: Final = PrintedSymbols()
 def unprintable(bsym: Any, index: int) -> Violation | None:
     """The ``generated-code`` violation of a bound symbol Thunder cannot print (None: it prints, or it printed
     before with the same kind of arguments); named after its first output, or how the program calls it."""
-    if not _PRINTED.needs_printing(bsym):
-        return None
+    if not isinstance(bsym, BoundSymbol) or not _PRINTED.needs_printing(bsym):
+        return None  # a look-alike (duck-typed entries of a trace built by hand) has no printer to ask
     problem = print_problem(bsym)
     if problem is None:
         _PRINTED.add(bsym)
