@@ -19,26 +19,13 @@ from safe_tracectx import STRICT, BrokenTraceError
 from safe_tracectx.errors import TRACE_CHECKS
 from safe_tracectx.hooks import installed
 from safe_tracectx.traces.grad_rules import ignored_custom_backwards
+from custom_functions import Scaled
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import thunder
     import thunder.core.transforms as transforms
     from thunder.executors.torch_compile import torch_compile_ex
-
-
-class Scaled(torch.autograd.Function):
-    """sin forward, a backward that is not sin's derivative: the program means this backward."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return torch.sin(x)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return g * torch.cos(x) * 200
 
 
 def func(x: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,7 @@ from safe_tracectx import BrokenTraceError, STRICT, tracectx
 from safe_tracectx.hooks import installed
 from safe_tracectx.traces.checks import check_trace, trace_findings
 from safe_tracectx.traces.printing import PrintedSymbols, print_problem
+from custom_functions import Scaled
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -84,18 +85,8 @@ def test_unprintable_dead_code_is_a_note() -> None:
 
 
 def test_every_trace_of_a_real_compile_prints_and_is_left_unchanged() -> None:
-    class Fn(torch.autograd.Function):  # an ad hoc executor's symbol with no module (#1544's program)
-        @staticmethod
-        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-            ctx.save_for_backward(x)
-            return torch.sin(x)
-
-        @staticmethod
-        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-            (x,) = ctx.saved_tensors
-            return g * torch.cos(x)
-
-    jf = thunder.jit(lambda x: Fn.apply(x) * 3)  # type: ignore[no-untyped-call]
+    # Scaled is an ad hoc executor's symbol with no module (#1544's program)
+    jf = thunder.jit(lambda x: Scaled.apply(x) * 3)  # type: ignore[no-untyped-call]
     jf(torch.randn(2, requires_grad=True)).sum().backward()
     traces = [*thunder.last_traces(jf), *thunder.last_backward_traces(jf)]
     for trace in traces:
