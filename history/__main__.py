@@ -171,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         unexpected = [v.case.id for v in verdicts if not v.as_expected]
         out += ["## The corpus", "", markdown(HEADER, [v.row() for v in verdicts]), "",
                 f"caught {caught} of {len(verdicts)}; not as expected: {', '.join(unexpected) or 'none'}"]
+        held = [v for v in verdicts if v.case.held_out is not None]
+        if held:
+            out += ["", "### Held out: cases found after the checks were written", "",
+                    f"{len(held)} cases were found by a search for fixes of the class after the checks were written, "
+                    f"not written against: {sum(v.case.held_out == 'caught' for v in held)} caught when found, "
+                    f"{sum(v.caught for v in held)} caught now.", ""]
+            out += [f"- **{v.case.id}** (#{v.case.pr}): {v.case.held_out} when found, "
+                    f"{'caught' if v.caught else 'missed'} now. {v.case.held_out_note or ''}".rstrip() for v in held]
         misses = [v for v in verdicts if not v.caught]
         if misses:
             out += ["", "### Not caught, and what catching it would need", ""]

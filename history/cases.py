@@ -20,7 +20,10 @@ CASES_DIR: Final = HERE / "cases"
 PROGRAMS: Final = HERE / "programs"
 
 _REQUIRED: Final = ("pr", "summary", "parent", "fix", "names", "culprit")
-_OPTIONAL: Final = ("program", "test", "fast", "needs", "cpu_adapted", "note", "kind", "args", "expect", "missed_because")
+_OPTIONAL: Final = (
+    "program", "test", "fast", "needs", "cpu_adapted", "note", "kind", "args", "expect", "missed_because", "held_out",
+    "held_out_note",
+)
 #: What a case expects of safe-tracectx: caught at the parent (names and culprit, before Thunder's failure), or
 #: missed, for the reason given; silent at the fix either way.
 EXPECTATIONS: Final = ("caught", "missed")
@@ -57,6 +60,11 @@ class Case:
     #: ``caught`` (the default) or ``missed``; a miss says why, and what catching it would need.
     expect: str = "caught"
     missed_because: str | None = None
+    #: A case found after the checks were written, by a search for fixes of the class, not one they were written
+    #: against: ``caught`` or ``missed``, what they gave it when it was found (before any change made for it).
+    held_out: str | None = None
+    #: The commit it was found at, and what changed since.
+    held_out_note: str | None = None
 
     @property
     def runs_test(self) -> bool:
@@ -88,6 +96,8 @@ def load_case(path: Path) -> Case:
         raise ValueError(f"{where}: no program {case.program_path}")
     if case.expect not in EXPECTATIONS:
         raise ValueError(f"{where}: expect = {case.expect!r}; use one of {', '.join(EXPECTATIONS)}")
+    if case.held_out is not None and case.held_out not in EXPECTATIONS:
+        raise ValueError(f"{where}: held_out = {case.held_out!r}; use one of {', '.join(EXPECTATIONS)}")
     if (case.expect == "missed") != (case.missed_because is not None):
         raise ValueError(f"{where}: a case expected to be missed says why in missed_because (and only such a case)")
     return case

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import torch
 from thunder.core import prims
+from thunder.core.devices import cpu
 from thunder.core.proxies import TensorProxy
+from thunder.core.pytree import tree_map
 from thunder.core.trace import TraceCtx, from_trace
 
 import safe_tracectx as stc
@@ -150,3 +152,139 @@ def test_plain_thunder_fails_on_it_and_the_check_takes_an_action_of_its_own() ->
                         jitted(*_inputs())
         failures.append(type(info.value))
     assert failures[0] is failures[1] and not issubclass(failures[0], BrokenTraceError)
+
+
+def _to_half(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float16).t()
+
+
+def _retyped_outputs(dtype: Any, *, subsymbols_too: bool, symbols: tuple[str, ...] = ("to", "t"),
+                     **jit_options: Any) -> tuple[TraceCtx, list[str]]:
+    """#1628's class: a pass gives the outputs of ``symbols`` (of the last trace of a compile of ``_to_half``) new
+    proxies of ``dtype`` (same names), and, unless ``subsymbols_too``, leaves the old proxies as the outputs of
+    their subsymbols. Also the retyped names."""
+    jitted = thunder.jit(_to_half, **jit_options)
+    jitted(torch.randn(3, 4))
+    trace: TraceCtx = thunder.last_traces(jitted)[-1 if "executors" in jit_options else 0]
+    assert check_trace(trace) == []
+    new_trace = from_trace(trace)
+    renamed: dict[int, TensorProxy] = {}
+    with tracectx(TraceCtx()):  # another trace's namer: the names are the trace's already
+        for bsym in trace.bound_symbols:
+            if bsym.sym.name in symbols or any(getattr(bsym.sym, "name", "").startswith(n) for n in symbols):
+                for old in bsym.flat_proxy_outs:
+                    renamed[id(old)] = TensorProxy(old.name, like=old, dtype=dtype)
+
+    def swap(value: Any) -> Any:
+        return tree_map(lambda leaf: renamed.get(id(leaf), leaf), value)
+
+    for bsym in trace.bound_symbols:
+        subsymbols = bsym.subsymbols
+        if subsymbols_too:
+            subsymbols = [s.from_bsym(args=tuple(map(swap, s.args)), output=swap(s.output)) for s in subsymbols]
+        new_trace.bound_symbols.append(
+            bsym.from_bsym(args=tuple(map(swap, bsym.args)), output=swap(bsym.output), subsymbols=subsymbols)
+        )
+    return new_trace, [p.name for p in renamed.values()]
+
+
+def test_a_subsymbol_computing_its_symbols_output_as_another_tensor_is_reported() -> None:
+    """#1628: the symbol says y is bf16, its decomposition (what a fusion runs) computes y as f16."""
+    trace, names = _retyped_outputs(thunder.dtypes.bfloat16, subsymbols_too=False)
+    before = (tuple(map(id, trace.bound_symbols)), frozenset(trace.names))
+    violations, notes = trace_findings(trace)
+    assert sorted((v.kind, v.name) for v in violations) == sorted(("stale-proxy-after-swap", n) for n in names)
+    assert notes == []
+    to = next(v for v in violations if v.where.endswith("(to)"))
+    assert f"outputs {to.name} as bf16[3, 4], but its subsymbol 0 (convert_element_type) records {to.name} as " \
+           "f16[3, 4]" in to.message
+    assert "missed its subsymbols" in to.message
+    assert (tuple(map(id, trace.bound_symbols)), frozenset(trace.names)) == before
+
+
+def test_subsymbols_given_the_new_proxies_or_the_same_tensor_again_are_not_reported() -> None:
+    fixed, _ = _retyped_outputs(thunder.dtypes.bfloat16, subsymbols_too=True)  # the fix: the subsymbols follow
+    assert check_trace(fixed) == []
+    same, _ = _retyped_outputs(thunder.dtypes.float16, subsymbols_too=False)  # other objects, the same tensor
+    assert check_trace(same) == []
+
+
+def test_strict_raises_it_at_the_pass_that_left_the_subsymbols() -> None:
+    trace, names = _retyped_outputs(thunder.dtypes.bfloat16, subsymbols_too=False)
+    with stc.audit() as log, installed(STRICT):
+        with pytest.raises(BrokenTraceError, match="records .* as f16") as info:
+            with stc.audited_pass("my dtype policy") as audited:
+                audited.outputs(trace)
+    assert info.value.kind == "stale-proxy-after-swap" and info.value.names[0] in names
+    assert info.value.culprit is not None and info.value.culprit[0] == "my dtype policy"
+    assert {v.detail["kind"] for v in log.violations} == {"stale-proxy-after-swap"}
+
+
+def test_a_fusion_regions_own_symbol_recording_its_output_as_another_tensor_is_reported() -> None:
+    """A region's subsymbols are the code the fusion runs: its output recorded as bf16 above, f16 inside."""
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    trace, names = _retyped_outputs(thunder.dtypes.bfloat16, subsymbols_too=False, symbols=("TorchCompile",),
+                                    executors=[torch_compile_ex])
+    violations, _ = trace_findings(trace)
+    assert names and {(v.kind, v.name) for v in violations} >= {("stale-proxy-after-swap", names[0])}
+    assert any("records" in v.message and "TorchCompile" in v.where for v in violations)
+
+
+def test_under_symbolic_values_the_dtype_is_compared() -> None:
+    """Symbolic dimensions are never compared (that would record symbols); the dtype and device always are."""
+    trace, names = _retyped_outputs(thunder.dtypes.bfloat16, subsymbols_too=False, cache="symbolic values")
+    violations, _ = trace_findings(trace)
+    assert sorted(v.name for v in violations if v.kind == "stale-proxy-after-swap") == sorted(names)
+    assert any("records" in v.message and "f16 on cpu" in v.message for v in violations)
+    fixed, _ = _retyped_outputs(thunder.dtypes.bfloat16, subsymbols_too=True, cache="symbolic values")
+    assert check_trace(fixed) == []
+
+
+def _plus_own_sum(x: torch.Tensor) -> torch.Tensor:
+    return x + x.sum()
+
+
+def _plus_scaled_scalar(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y * 2
+
+
+def test_the_gradient_of_a_0_dim_value_swapped_for_a_full_shape_one_is_reported_at_the_grad_transform() -> None:
+    """Thunder 0.2.6 and main: in ``x + x.sum()`` the grad rule of add gives the 0-dim ``x.sum()`` the cotangent of
+    the sum's full shape, and the grad transform swaps it in for the gradient sum's rule broadcasts as 0-dim: the
+    broadcast reads a [3, 4] tensor with the broadcast dimensions of a 0-dim one, and x's gradient comes out 2
+    where eager PyTorch gives 13 (a wrong result, no error)."""
+    x = torch.randn(3, 4, requires_grad=True)
+    with stc.audit() as log, installed(STRICT):
+        with pytest.raises(BrokenTraceError, match="was made for a 0-dimensional tensor and reads t") as info:
+            thunder.jit(_plus_own_sum)(x).sum().backward()
+    assert info.value.kind == "stale-proxy-after-swap"
+    assert info.value.culprit is not None and info.value.culprit[0] == "autodiff grad transform"
+    assert [v.detail["kind"] for v in log.violations] == ["stale-proxy-after-swap"]
+
+
+def test_a_cpu_scalar_inputs_full_shape_gradient_is_not_reported() -> None:
+    """The same convention where it is right: ``y * 2`` of a 0-dim input y gets a full-shape gradient through
+    elementwise rules, and torch autograd sums it back for the input."""
+    x, y = torch.randn(3, 4, requires_grad=True), torch.tensor(0.7, requires_grad=True)
+    with stc.audit() as log, installed(STRICT):
+        thunder.jit(_plus_scaled_scalar)(x, y).sum().backward()
+    assert log.violations == []
+    assert y.grad is not None and torch.allclose(y.grad, torch.tensor(24.0))
+
+
+def test_an_elementwise_prim_reading_a_tensor_of_another_shape_than_its_output() -> None:
+    from safe_tracectx.traces.swaps import made_for_another_shape
+
+    with tracectx(TraceCtx()):
+        a = TensorProxy("a", shape=(3, 4), device=cpu, dtype=thunder.dtypes.float32)
+        b = TensorProxy("b", shape=(2, 4), device=cpu, dtype=thunder.dtypes.float32)
+        s = TensorProxy("s", shape=(), device=cpu, dtype=thunder.dtypes.float32)
+        out = TensorProxy("out", shape=(3, 4), device=cpu, dtype=thunder.dtypes.float32)
+        scalar_out = TensorProxy("o", shape=(), device=cpu, dtype=thunder.dtypes.float32)
+    found = made_for_another_shape(prims.add.bind(a, b, output=out))
+    assert found is not None and found[0] is b and "f32[3, 4]" in found[1]
+    assert made_for_another_shape(prims.add.bind(a, s, output=out)) is None  # a CPU scalar tensor broadcasts
+    assert made_for_another_shape(prims.add.bind(a, a, output=out)) is None
+    assert made_for_another_shape(prims.neg.bind(a, output=scalar_out)) is None  # a CPU scalar's gradient convention
+    assert made_for_another_shape(prims.transpose.bind(a, (1, 0), output=out)) is None  # not elementwise

@@ -83,10 +83,14 @@ def test_a_malformed_case_is_refused_naming_its_file_and_what_is_wrong(tmp_path:
         load_case(_write_case(tmp_path, "typo", base + 'test = "t.py::t"\ncolprit = "x"\n'))
     with pytest.raises(ValueError, match="says why in missed_because"):
         load_case(_write_case(tmp_path, "miss", base + 'test = "t.py::t"\nexpect = "missed"\n'))
+    with pytest.raises(ValueError, match=r"held_out = 'maybe'; use one of caught, missed"):
+        load_case(_write_case(tmp_path, "held", base + 'test = "t.py::t"\nheld_out = "maybe"\n'))
     with pytest.raises(ValueError, match="no program"):
         load_case(_write_case(tmp_path, "gone", base + 'program = "no_such_program.py"\n'))
     case = load_case(_write_case(tmp_path, "good", base + 'test = "t.py::t"\n'))
-    assert (case.id, case.expect, case.names) == ("good", "caught", ("t0",))
+    assert (case.id, case.expect, case.names, case.held_out) == ("good", "caught", ("t0",), None)
+    held = load_case(_write_case(tmp_path, "found", base + 'test = "t.py::t"\nheld_out = "missed"\n'))
+    assert held.held_out == "missed"
 
 
 def test_saved_runs_are_judged_again_without_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -8,6 +8,12 @@ dimensions under an active trace can record symbols):
 
 - in one trace, a symbol reads an object of the name other than the one its definition gives, with another
   shape or dtype (:func:`other_tensor`, from ``check_trace``);
+- in one trace, a prim reads a tensor its meta would not have made what it records: one whose arguments name
+  one entry per dimension of its input (``broadcast_in_dim``'s broadcast dimensions, ``transpose``'s
+  permutation) reads a tensor of another rank (:func:`made_for_another_rank`), an elementwise prim reads a
+  tensor of another shape than its output (:func:`made_for_another_shape`). It was made for another tensor than
+  the one it now reads: the grad transform of Thunder 0.2.6 and main swaps the gradient of a 0-dim value for a
+  full-shape one, and the rules that read it (sum's, mean's) compute as if it were 0-dim;
 - across a pass, the pass changed a tensor input of its trace in place, and a symbol computed before it (an
   output proxy of its input's symbols) still reads it (:func:`changed_in_place`, :func:`computed_before`,
   from the pass hooks)::
@@ -31,8 +37,9 @@ require_thunder("safe_tracectx.traces.swaps")
 
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
+from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.pytree import tree_flatten
 
@@ -40,7 +47,7 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["Changed", "Metadata", "changed_in_place", "computed_before", "describe_metadata", "input_metadata",
-           "other_tensor", "same_name_swap_is_safe", "tensor_metadata"]
+           "made_for_another_rank", "made_for_another_shape", "other_tensor", "same_name_swap_is_safe", "tensor_metadata"]
 
 #: A tensor's (shape, dtype).
 Metadata = tuple[tuple[int, ...], Any]
@@ -66,15 +73,99 @@ def describe_metadata(metadata: Metadata) -> str:
     return f"{short() if callable(short) else dtype}[{', '.join(map(str, shape))}]"
 
 
-def other_tensor(read: Proxy, definition: Proxy) -> tuple[str, str] | None:
-    """(what ``read`` is, what ``definition`` is) when both are tensors of known, different shape or dtype."""
+def other_tensor(read: Proxy, definition: Proxy, *, symbolic: bool = False) -> tuple[str, str] | None:
+    """(what ``read`` is, what ``definition`` is) when both are tensors of known, different shape or dtype.
+
+    With ``symbolic``, tensors whose shapes have symbolic dimensions are compared too, by dtype and device (and
+    by shape where both are plain ints): nothing is compared that would record symbols in an active trace."""
     mine = tensor_metadata(read)
-    if mine is None:
-        return None
     theirs = tensor_metadata(definition)
-    if theirs is None or theirs == mine:
+    if mine is not None and theirs is not None and mine != theirs:
+        return describe_metadata(mine), describe_metadata(theirs)
+    if not symbolic or not isinstance(read, TensorProxy) or not isinstance(definition, TensorProxy):
         return None
-    return describe_metadata(mine), describe_metadata(theirs)
+    kinds = [(getattr(p, "_dtype", None), getattr(p, "_device", None)) for p in (read, definition)]
+    if kinds[0] == kinds[1]:
+        return None
+    return tuple(_describe_kind(p) for p in (read, definition))  # type: ignore[return-value]
+
+
+def _describe_kind(proxy: Any) -> str:
+    dtype, device = getattr(proxy, "_dtype", None), getattr(proxy, "_device", None)
+    short = getattr(dtype, "shortname", None)
+    where = getattr(device, "device_str", None)
+    return f"{short() if callable(short) else dtype} on {where() if callable(where) else device}"
+
+
+#: Prims with an argument that lists one entry per dimension of their tensor input: (its position, its name).
+_PER_DIMENSION: Final[dict[Any, tuple[int, str]]] = {
+    PrimIDs.BROADCAST_IN_DIM: (2, "broadcast_dimensions"),
+    PrimIDs.TRANSPOSE: (1, "permutation"),
+}
+
+
+def made_for_another_rank(bsym: Any) -> tuple[Proxy, str] | None:
+    """(the tensor a prim reads, what it was made for) when its per-dimension argument does not fit that tensor's
+    rank: its meta checked the argument against the tensor it was given, so it was given another one::
+
+        >>> from thunder.core import devices, dtypes, prims
+        >>> from thunder.core.trace import TraceCtx
+        >>> from safe_tracectx import tracectx
+        >>> with tracectx(TraceCtx()):
+        ...     g = TensorProxy("g", shape=(3, 4), device=devices.cpu, dtype=dtypes.float32)
+        ...     out = TensorProxy("out", shape=(3, 4), device=devices.cpu, dtype=dtypes.float32)
+        >>> made_for_another_rank(prims.broadcast_in_dim.bind(g, (3, 4), (), output=out))
+        (<TensorProxy(name="g", dtype=thunder.dtypes.float32, shape=(3, 4))>, '0-dimensional tensor')
+    """
+    spec = _PER_DIMENSION.get(getattr(bsym.sym, "id", None))
+    if spec is None:
+        return None
+    position, keyword = spec
+    args = bsym.args
+    tensor = args[0] if args else None
+    entries = args[position] if len(args) > position else bsym.kwargs.get(keyword)
+    if not isinstance(tensor, TensorProxy) or not isinstance(entries, tuple | list):
+        return None
+    shape = getattr(tensor, "_shape", None)
+    if not isinstance(shape, tuple | list) or len(shape) == len(entries):
+        return None
+    return tensor, f"{len(entries)}-dimensional tensor"
+
+
+#: Whether a symbol is an elementwise prim (its meta made by Thunder's elementwise meta factories), by its id.
+_ELEMENTWISE: Final[dict[int, bool]] = {}
+_ELEMENTWISE_METAS: Final = ("_elementwise_unary_meta_factory.", "_elementwise_binary_meta_factory.")
+
+
+def _is_elementwise(sym: Any) -> bool:
+    found = _ELEMENTWISE.get(id(sym))
+    if found is None:
+        qualname = getattr(getattr(sym, "meta", None), "__qualname__", "")
+        found = _ELEMENTWISE[id(sym)] = isinstance(qualname, str) and qualname.startswith(_ELEMENTWISE_METAS)
+    return found
+
+
+def made_for_another_shape(bsym: Any) -> tuple[Proxy, str] | None:
+    """(the tensor an elementwise prim reads, what it was made for) when that tensor's shape is not its output's:
+    the prim's meta gave the output its inputs' shape (a CPU scalar tensor aside), so it was given another one.
+    Not for an output that is a CPU scalar tensor: Thunder's grad rules give such a value's gradient the other
+    operand's shape by design, elementwise rules carry it on, and torch autograd sums it back for an input."""
+    if not _is_elementwise(bsym.sym):
+        return None
+    out = bsym.output
+    made = tensor_metadata(out)
+    if made is None or made[0] == () and _on_cpu(out):
+        return None
+    for arg in bsym.args:
+        metadata = tensor_metadata(arg)
+        if metadata is None or metadata[0] == made[0] or metadata[0] == () and _on_cpu(arg):
+            continue
+        return arg, f"{describe_metadata(made)} tensor (its output {out.name} is one)"
+    return None
+
+
+def _on_cpu(proxy: Any) -> bool:
+    return str(getattr(getattr(proxy, "_device", None), "devicetype", "")).lower().endswith("cpu")
 
 
 def input_metadata(traces: Iterable[Any]) -> list[tuple[Any, Metadata]]:
