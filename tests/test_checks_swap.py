@@ -288,3 +288,47 @@ def test_an_elementwise_prim_reading_a_tensor_of_another_shape_than_its_output()
     assert made_for_another_shape(prims.add.bind(a, a, output=out)) is None
     assert made_for_another_shape(prims.neg.bind(a, output=scalar_out)) is None  # a CPU scalar's gradient convention
     assert made_for_another_shape(prims.transpose.bind(a, (1, 0), output=out)) is None  # not elementwise
+
+
+_LAZY_CASES = {  # program -> (inputs, wrong on Thunder 0.2.6 and main?)
+    "x + x.sum() * 2": (lambda x, y: x + x.sum() * 2, True),
+    "x * x.pow(2).sum().rsqrt()": (lambda x, y: x * x.pow(2).sum().rsqrt(), True),
+    "(x * y).sum() + y": (lambda x, y: (x * y).sum() + y, True),
+    "x * y.clamp(0, 1)": (lambda x, y: x * y.clamp(0, 1), False),
+    "x * y + y": (lambda x, y: x * y + y, False),
+    "(x * y).sum() * 3": (lambda x, y: (x * y).sum() * 3, False),
+}
+
+
+@pytest.mark.parametrize("program", list(_LAZY_CASES))
+def test_a_full_shape_gradient_standing_for_a_0_dim_ones_sum_is_reported_where_only_its_sum_is_right(
+    program: str,
+) -> None:
+    """finding 12, beyond the first read: through elementwise prims (x.sum() * 2, a global norm's rsqrt) to the rule
+    that broadcasts it, and added to a 0-dim gradient for a 0-dim input (summed back by torch autograd, that value
+    counts once per element: (x * y).sum() + y gives y x.sum() + 12 where eager PyTorch gives x.sum() + 1). The same
+    convention where it is right (a clamp's where selecting it or 0, scaling, adding two such gradients) is silent."""
+    function, wrong = _LAZY_CASES[program]
+    x, y = torch.randn(3, 4, requires_grad=True), torch.tensor(0.7, requires_grad=True)
+    with stc.audit() as log, installed(STRICT):
+        if wrong:
+            with pytest.raises(BrokenTraceError, match="stands for its sum|was made for a 0-dimensional") as info:
+                thunder.jit(function)(x, y).sum().backward()
+            assert info.value.kind == "stale-proxy-after-swap"
+        else:
+            thunder.jit(function)(x, y).sum().backward()
+    assert bool(log.violations) is wrong
+    if not wrong:
+        ex, ey = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        function(ex, ey).sum().backward()
+        assert x.grad is not None and y.grad is not None and ey.grad is not None
+        assert torch.allclose(y.grad, ey.grad)
+
+
+def test_a_one_element_tensor_broadcast_with_another_rank_is_not_reported() -> None:
+    """x of one element: sum's rule broadcasting its full-shape gradient as if it were 0-dim gives the same values."""
+    x = torch.randn(1, requires_grad=True)
+    with stc.audit() as log, installed(STRICT):
+        thunder.jit(_plus_own_sum)(x).sum().backward()
+    assert log.violations == []
+    assert x.grad is not None and torch.allclose(x.grad, torch.tensor([2.0]))

@@ -44,6 +44,8 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.flat_args import flat_args_mismatches
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
+from safe_tracectx.traces.lazy_gradients import describe as describe_lazy_read
+from safe_tracectx.traces.lazy_gradients import lazy_sum_reads
 from safe_tracectx.traces.printing import unprintable
 from safe_tracectx.traces.program import Program, signature_name, signature_names
 from safe_tracectx.traces.swaps import (
@@ -73,6 +75,7 @@ _PREFIXES: Final[frozenset[str]] = frozenset({
 })
 _COUNTED: Final = re.compile(r"(\D*?)(\d+)")
 _SHAPE: Final = PrimIDs.SHAPE
+_GET_GRAD: Final = PrimIDs.GET_GRAD
 
 
 def generatable(name: str, trace: Any) -> bool:
@@ -145,6 +148,7 @@ def trace_findings(
         add("flat-args-mismatch", mismatch.names[0], mismatch.message, len(bsyms) - 1, also=mismatch.names[1:],
             advice=mismatch.advice)
     deleted: dict[str, int] = {}  # name -> the `del` that ended it
+    joint_trace = False  # it has get_grad: gradients are computed in it
     for index, bsym in enumerate(bsyms):
         reads = proxy_args(bsym)
         for proxy in reads:
@@ -210,6 +214,12 @@ def trace_findings(
             _check_decomposition(bsym, index, add)
             if getattr(sym, "is_fusion", False):
                 _check_region(bsym, index, add)
+        elif sym.id is _GET_GRAD:
+            joint_trace = True
+    if joint_trace:  # the grad transform's: where gradients of 0-dim values are given the full shape
+        for read in lazy_sum_reads(trace):
+            add("stale-proxy-after-swap", read.name, describe_lazy_read(read, bsym_label(read.position, bsyms[read.position])),
+                read.position)
     return violations, notes
 
 

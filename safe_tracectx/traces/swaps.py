@@ -46,8 +46,11 @@ from thunder.core.pytree import tree_flatten
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["Changed", "Metadata", "changed_in_place", "computed_before", "describe_metadata", "input_metadata",
-           "made_for_another_rank", "made_for_another_shape", "other_tensor", "same_name_swap_is_safe", "tensor_metadata"]
+__all__ = [
+    "Changed", "Metadata", "changed_in_place", "computed_before", "describe_metadata", "input_metadata", "is_elementwise",
+    "made_for_another_rank", "made_for_another_shape", "on_cpu", "other_tensor", "same_name_swap_is_safe",
+    "tensor_metadata",
+]
 
 #: A tensor's (shape, dtype).
 Metadata = tuple[tuple[int, ...], Any]
@@ -127,7 +130,9 @@ def made_for_another_rank(bsym: Any) -> tuple[Proxy, str] | None:
     if not isinstance(tensor, TensorProxy) or not isinstance(entries, tuple | list):
         return None
     shape = getattr(tensor, "_shape", None)
-    if not isinstance(shape, tuple | list) or len(shape) == len(entries):
+    if not isinstance(shape, tuple | list) or len(shape) == len(entries) or not all(type(s) is int for s in shape):
+        return None  # symbolic dimensions: one element (where any rank gives the same values) cannot be told
+    if all(s == 1 for s in shape):  # one element: any rank gives the same values
         return None
     return tensor, f"{len(entries)}-dimensional tensor"
 
@@ -137,7 +142,8 @@ _ELEMENTWISE: Final[dict[int, bool]] = {}
 _ELEMENTWISE_METAS: Final = ("_elementwise_unary_meta_factory.", "_elementwise_binary_meta_factory.")
 
 
-def _is_elementwise(sym: Any) -> bool:
+def is_elementwise(sym: Any) -> bool:
+    """Whether ``sym`` is one of Thunder's elementwise prims (its meta made by the elementwise meta factories)."""
     found = _ELEMENTWISE.get(id(sym))
     if found is None:
         qualname = getattr(getattr(sym, "meta", None), "__qualname__", "")
@@ -150,21 +156,22 @@ def made_for_another_shape(bsym: Any) -> tuple[Proxy, str] | None:
     the prim's meta gave the output its inputs' shape (a CPU scalar tensor aside), so it was given another one.
     Not for an output that is a CPU scalar tensor: Thunder's grad rules give such a value's gradient the other
     operand's shape by design, elementwise rules carry it on, and torch autograd sums it back for an input."""
-    if not _is_elementwise(bsym.sym):
+    if not is_elementwise(bsym.sym):
         return None
     out = bsym.output
     made = tensor_metadata(out)
-    if made is None or made[0] == () and _on_cpu(out):
+    if made is None or made[0] == () and on_cpu(out):
         return None
     for arg in bsym.args:
         metadata = tensor_metadata(arg)
-        if metadata is None or metadata[0] == made[0] or metadata[0] == () and _on_cpu(arg):
+        if metadata is None or metadata[0] == made[0] or metadata[0] == () and on_cpu(arg):
             continue
         return arg, f"{describe_metadata(made)} tensor (its output {out.name} is one)"
     return None
 
 
-def _on_cpu(proxy: Any) -> bool:
+def on_cpu(proxy: Any) -> bool:
+    """Whether ``proxy``'s device is the CPU (a 0-dim CPU tensor mixes with full-shape ones in elementwise prims)."""
     return str(getattr(getattr(proxy, "_device", None), "devicetype", "")).lower().endswith("cpu")
 
 
