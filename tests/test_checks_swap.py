@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -173,6 +174,7 @@ def _retyped_outputs(dtype: Any, *, subsymbols_too: bool, symbols: tuple[str, ..
         for bsym in trace.bound_symbols:
             if bsym.sym.name in symbols or any(getattr(bsym.sym, "name", "").startswith(n) for n in symbols):
                 for old in bsym.flat_proxy_outs:
+                    assert isinstance(old, TensorProxy)
                     renamed[id(old)] = TensorProxy(old.name, like=old, dtype=dtype)
 
     def swap(value: Any) -> Any:
@@ -290,7 +292,8 @@ def test_an_elementwise_prim_reading_a_tensor_of_another_shape_than_its_output()
     assert made_for_another_shape(prims.transpose.bind(a, (1, 0), output=out)) is None  # not elementwise
 
 
-_LAZY_CASES = {  # program -> (inputs, wrong on Thunder 0.2.6 and main?)
+_LAZY_CASES: dict[str, tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], bool]] = {
+    # program -> (the function, wrong on Thunder 0.2.6 and main?)
     "x + x.sum() * 2": (lambda x, y: x + x.sum() * 2, True),
     "x * x.pow(2).sum().rsqrt()": (lambda x, y: x * x.pow(2).sum().rsqrt(), True),
     "(x * y).sum() + y": (lambda x, y: (x * y).sum() + y, True),
@@ -320,7 +323,7 @@ def test_a_full_shape_gradient_standing_for_a_0_dim_ones_sum_is_reported_where_o
     assert bool(log.violations) is wrong
     if not wrong:
         ex, ey = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
-        function(ex, ey).sum().backward()
+        function(ex, ey).sum().backward()  # type: ignore[no-untyped-call]
         assert x.grad is not None and y.grad is not None and ey.grad is not None
         assert torch.allclose(y.grad, ey.grad)
 
