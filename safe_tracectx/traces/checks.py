@@ -44,28 +44,16 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.flat_args import flat_args_mismatches
 from safe_tracectx.traces.handover import check_forward_backward, check_handover
-from safe_tracectx.traces.lazy_gradients import describe as describe_lazy_read
-from safe_tracectx.traces.lazy_gradients import lazy_sum_reads
+from safe_tracectx.traces.lazy_gradients import describe as describe_lazy_read, lazy_sum_reads
 from safe_tracectx.traces.printing import unprintable
 from safe_tracectx.traces.program import Program, signature_name, signature_names
-from safe_tracectx.traces.swaps import (
-    describe_metadata, made_for_another_rank, made_for_another_shape, other_tensor, tensor_metadata,
-)
+from safe_tracectx.traces.decomposition import check_decomposition, made_for_another
+from safe_tracectx.traces.swaps import made_for_another_rank, made_for_another_shape, other_tensor
 from safe_tracectx.traces.violations import KINDS, Violation, ViolationKind, bsym_label
 
 __all__ = [
-    "KINDS",
-    "Violation",
-    "ViolationKind",
-    "check_forward_backward",
-    "check_handover",
-    "check_trace",
-    "generatable",
-    "region_name_clashes",
-    "signature_names",
-    "names_used",
-    "trace_findings",
-    "unregistered_names",
+    "KINDS", "Violation", "ViolationKind", "check_forward_backward", "check_handover", "check_trace", "generatable",
+    "region_name_clashes", "signature_names", "names_used", "trace_findings", "unregistered_names",
 ]
 
 #: Prefixes Thunder's namers use (``TraceCtx.make_name``, the Proxy classes' defaults, explicit ``prefix=``).
@@ -209,12 +197,12 @@ def trace_findings(
             add(unprinted.kind, unprinted.name, unprinted.message, index, also=unprinted.also, advice=unprinted.advice,
                 culprit=unprinted.culprit)
         if (made := made_for_another_rank(bsym) or made_for_another_shape(bsym)) is not None:
-            _made_for_another(bsym, None, made, index, add)
+            made_for_another(bsym, None, made, index, add)
         if bsym.subsymbols:
-            _check_decomposition(bsym, index, add)
+            check_decomposition(bsym, index, add)
             if getattr(sym, "is_fusion", False):
                 _check_region(bsym, index, add)
-        elif sym.id is _GET_GRAD:
+        elif getattr(sym, "id", None) is _GET_GRAD:
             joint_trace = True
     if joint_trace:  # the grad transform's: where gradients of 0-dim values are given the full shape
         for read in lazy_sum_reads(trace):
@@ -249,52 +237,6 @@ def _same_variable(bsym: Any, proxy: Proxy, reads: tuple[Proxy, ...], program: P
         # names one value, whichever tensor's shape gives it again
         return True
     return bool(first.sym.id == bsym.sym.id and [p.name for p in proxy_args(first)] == [p.name for p in reads])
-
-
-def _check_decomposition(bsym: Any, index: int, add: Any) -> None:
-    """A symbol's subsymbols say how its outputs are computed (a fusion region's are the code it runs, and a fusion
-    executor builds its region from a symbol's): a subsymbol output, at any depth, under one of the symbol's output
-    names is that output, the same tensor (Thunder #1628: a pass replaced the outputs' proxies and left the old
-    ones, with the old dtype, below). A first-level subsymbol prim is also read as :func:`_made_for_another` says."""
-    outs: dict[str, Proxy] | None = None
-    for position, sub in enumerate(bsym.subsymbols):
-        if (made := made_for_another_rank(sub) or made_for_another_shape(sub)) is not None:
-            _made_for_another(bsym, position, made, index, add)
-        stack = [sub]
-        while stack:
-            current = stack.pop()
-            for proxy in proxy_outs(current):
-                if outs is None:
-                    outs = {p.name: p for p in proxy_outs(bsym)}
-                top = outs.get(proxy.name)
-                if top is None or top is proxy:
-                    continue
-                stale = other_tensor(proxy, top, symbolic=True)
-                if stale is not None:
-                    inner = "" if current is sub else f", in its {getattr(current.sym, 'name', '?')}"
-                    add("stale-proxy-after-swap", proxy.name,
-                        f"{bsym_label(index, bsym)} outputs {proxy.name} as {stale[1]}, but its subsymbol {position} "
-                        f"({getattr(sub.sym, 'name', '?')}{inner}) records {proxy.name} as {stale[0]}: a name is one "
-                        "variable, and what reads the decomposition (a fusion executor builds its region from it, a "
-                        "pass reads its proxies) sees another tensor than the symbol's output (a pass replaced the "
-                        "symbol's output proxies and missed its subsymbols)", index)
-            if current.subsymbols:
-                stack.extend(current.subsymbols)
-
-
-def _made_for_another(bsym: Any, position: int | None, made: tuple[Proxy, str], index: int, add: Any) -> None:
-    """A prim (the symbol, or its subsymbol ``position``) whose per-dimension argument was checked by its meta
-    against another tensor than the one it reads: made for a tensor of another rank, it computes something else."""
-    tensor, made_for = made
-    prim = bsym if position is None else bsym.subsymbols[position]
-    what = bsym_label(index, bsym) + ("" if position is None else f", its subsymbol {position}")
-    read_as = describe_metadata(metadata) if (metadata := tensor_metadata(tensor)) is not None else \
-        f"{len(tensor._shape)}-dimensional"
-    add("stale-proxy-after-swap", tensor.name,
-        f"{what} ({getattr(prim.sym, 'name', '?')}) was made for a {made_for} and reads {tensor.name}, "
-        f"{read_as}: its arguments fit another tensor than the one it gets, so it computes something else (a pass "
-        f"swapped the proxy it was made for for {tensor.name}, of another shape: a gradient put for a value of "
-        "another shape, a missed swap)", index)
 
 
 def _check_region(region: Any, index: int, add: Any) -> None:

@@ -31,6 +31,7 @@ from typing import Any, Final, NamedTuple
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.swaps import is_elementwise, on_cpu, tensor_metadata
 
 __all__ = ["LazyRead", "describe", "lazy_sum_reads"]
@@ -121,7 +122,7 @@ def lazy_sum_reads(trace: Any) -> list[LazyRead]:
             if pid == PrimIDs.FULL and len(prim.args) > 1 and _is_zero(prim.args[1], zeros) or \
                     pid in _UNARY_LINEAR and prim.args and _is_zero(prim.args[0], zeros):
                 zeros.add(getattr(prim.output, "name", ""))
-            tensors = [a for a in prim.flat_args if isinstance(a, TensorProxy)]
+            tensors = [a for a in proxy_args(prim) if isinstance(a, TensorProxy)]
             read = [a for a in tensors if a.name in lazy]
             out = prim.output
             made = tensor_metadata(out)
@@ -168,7 +169,7 @@ def _returned_sums(trace: Any, lazy: dict[str, tuple[int, ...]], zeros: set[str]
     producers = {}
     for index, top in enumerate(trace.bound_symbols):
         for prim in _leaves(top):
-            for out in prim.flat_outs:
+            for out in proxy_outs(prim):
                 if isinstance(out, TensorProxy):
                     producers[out.name] = (index, prim)
     found = []

@@ -120,7 +120,7 @@ def made_for_another_rank(bsym: Any) -> tuple[Proxy, str] | None:
         >>> made_for_another_rank(prims.broadcast_in_dim.bind(g, (3, 4), (), output=out))
         (<TensorProxy(name="g", dtype=thunder.dtypes.float32, shape=(3, 4))>, '0-dimensional tensor')
     """
-    spec = _PER_DIMENSION.get(getattr(bsym.sym, "id", None))
+    spec = _PER_DIMENSION.get(getattr(getattr(bsym, "sym", None), "id", None))
     if spec is None:
         return None
     position, keyword = spec
@@ -156,9 +156,9 @@ def made_for_another_shape(bsym: Any) -> tuple[Proxy, str] | None:
     the prim's meta gave the output its inputs' shape (a CPU scalar tensor aside), so it was given another one.
     Not for an output that is a CPU scalar tensor: Thunder's grad rules give such a value's gradient the other
     operand's shape by design, elementwise rules carry it on, and torch autograd sums it back for an input."""
-    if not is_elementwise(bsym.sym):
+    if not is_elementwise(getattr(bsym, "sym", None)):
         return None
-    out = bsym.output
+    out = getattr(bsym, "output", None)
     made = tensor_metadata(out)
     if made is None or made[0] == () and on_cpu(out):
         return None
@@ -166,7 +166,7 @@ def made_for_another_shape(bsym: Any) -> tuple[Proxy, str] | None:
         metadata = tensor_metadata(arg)
         if metadata is None or metadata[0] == made[0] or metadata[0] == () and on_cpu(arg):
             continue
-        return arg, f"{describe_metadata(made)} tensor (its output {out.name} is one)"
+        return arg, f"{describe_metadata(made)} tensor (its output {getattr(out, 'name', '?')} is one)"
     return None
 
 
