@@ -37,6 +37,7 @@ from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.errors import TraceContextError
 from safe_tracectx.hooks.reporting import internal_error, report_all, switched_off
 from safe_tracectx.traces.gradients import KIND, grad_rules, is_inexact, mismatch, mismatches, pairs
+from safe_tracectx.traces.swaps import on_cpu
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["hook_put_grad", "unhook_put_grad", "watch_backward_pass", "watch_decomposed_rule"]
@@ -215,13 +216,9 @@ def _rule_frame(frame: FrameType | None) -> FrameType | None:
 def _rejected(grad_for: Any, grad: Any) -> str | None:
     """How ``grad`` is not ``grad_for``'s gradient where ``prims.put_grad``'s meta is sure to raise, or None: it
     ignores an integer or bool primal's gradient, and leaves a CPU scalar tensor's shape alone."""
-    if not is_inexact(grad_for) or getattr(grad, "_shape", None) == () and _on_cpu(grad):
+    if not is_inexact(grad_for) or getattr(grad, "_shape", None) == () and on_cpu(grad):
         return None
     return mismatch(grad_for, grad)
-
-
-def _on_cpu(proxy: Any) -> bool:
-    return str(getattr(getattr(proxy, "_device", None), "devicetype", "")).lower().endswith("cpu")
 
 
 def _put_grad_error(grad_for: Any, grad: Any, why: str, frame: FrameType | None) -> TraceContextError:
