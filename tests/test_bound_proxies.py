@@ -174,6 +174,15 @@ def test_types_optree_keeps_whole_are_read_without_thunders_caches() -> None:
     assert "flat_proxy_args" not in bsym.__dict__
 
 
+def test_a_dataclass_is_flattened_by_thunders_code_without_filling_its_caches() -> None:
+    bsym, a = _bound(lambda a: (Holder(a), 2))
+    bsym = BoundSymbol(prims.python_return, args=bsym.args, kwargs={}, output=Holder(a))
+    assert _same(proxy_args(bsym), (a,)) and _same(proxy_outs(bsym), (a,))
+    assert not {"flat_args", "flat_args_and_spec", "flat_proxy_args", "flat_outs", "flat_outs_and_spec",
+                "flat_proxy_outs"} & set(bsym.__dict__)
+    assert _same(proxy_outs(bsym), bsym.flat_proxy_outs)  # the same as Thunder's property, once it is filled
+
+
 def test_a_root_thunder_refuses_is_refused_as_thunder_does() -> None:
     bsym, _ = _bound(lambda a: (), output=collections.OrderedDict(k=1))
     with pytest.raises(TypeError, match="tree_flatten of type"):

@@ -11,7 +11,8 @@ Thunder's pytree (optree, namespace ``thunder``) walks it, nothing stored: plain
 tuples, lists and dicts directly, any other type as optree opens it (an
 ``OrderedDict`` in insertion order, a tuple subclass as one leaf). A dataclass
 (Thunder registers its class on the fly), a root Thunder's ``tree_flatten``
-refuses, and a walk that fails fall back to Thunder's property::
+refuses, and a walk that fails fall back to Thunder's flattening (its property's
+own function, its result not stored)::
 
     >>> from thunder.core import devices, dtypes, prims
     >>> from thunder.core.proxies import TensorProxy
@@ -32,6 +33,7 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.bound_proxies")
 
 import dataclasses
+import functools
 import types
 from typing import Any, Final
 
@@ -117,7 +119,7 @@ def proxy_args(bsym: Any) -> tuple[Proxy, ...]:
     args, kwargs = bsym.args, bsym.kwargs
     # Thunder flattens (args, kwargs): the args' items, then the kwargs (an empty dict holds nothing)
     found = _walk(args) if type(args) is tuple and type(kwargs) is dict and not kwargs else _walk((args, kwargs))
-    return bsym.flat_proxy_args if found is None else found
+    return _thunder_flattened(bsym, "args") if found is None else found
 
 
 def proxy_outs(bsym: Any) -> tuple[Proxy, ...]:
@@ -129,7 +131,22 @@ def proxy_outs(bsym: Any) -> tuple[Proxy, ...]:
     if isinstance(output, Proxy):
         return (output,)
     found = _walk((output,)) if type(output) in _ROOTS or _thunder_flattens(output) else None
-    return bsym.flat_proxy_outs if found is None else found
+    return _thunder_flattened(bsym, "outs") if found is None else found
+
+
+def _thunder_flattened(bsym: Any, side: str) -> tuple[Proxy, ...]:
+    """The proxies of ``bsym``'s ``flat_{side}``, flattened by Thunder's own code (its cached property's
+    function), nothing stored in ``bsym``; a look-alike without Thunder's property is asked for its own."""
+    flat = bsym.__dict__.get(f"flat_{side}")
+    if flat is None:
+        with_spec = bsym.__dict__.get(f"flat_{side}_and_spec")
+        if with_spec is None:
+            prop = getattr(type(bsym), f"flat_{side}_and_spec", None)
+            if not isinstance(prop, functools.cached_property):
+                return tuple(getattr(bsym, f"flat_proxy_{side}"))
+            with_spec = prop.func(bsym)
+        flat = with_spec[0]
+    return tuple(x for x in flat if isinstance(x, Proxy))
 
 
 def _thunder_flattens(root: Any) -> bool:

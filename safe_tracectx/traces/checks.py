@@ -48,7 +48,7 @@ from safe_tracectx.traces.lazy_gradients import describe as describe_lazy_read, 
 from safe_tracectx.traces.printing import unprintable
 from safe_tracectx.traces.program import Program, signature_name, signature_names
 from safe_tracectx.traces.decomposition import check_decomposition, made_for_another
-from safe_tracectx.traces.swaps import made_for_another_rank, made_for_another_shape, other_tensor
+from safe_tracectx.traces.swaps import made_for_another_tensor, other_tensor
 from safe_tracectx.traces.violations import KINDS, Violation, ViolationKind, bsym_label
 
 __all__ = [
@@ -196,7 +196,7 @@ def trace_findings(
         if (unprinted := unprintable(bsym, index)) is not None:
             add(unprinted.kind, unprinted.name, unprinted.message, index, also=unprinted.also, advice=unprinted.advice,
                 culprit=unprinted.culprit)
-        if (made := made_for_another_rank(bsym) or made_for_another_shape(bsym)) is not None:
+        if (made := made_for_another_tensor(bsym)) is not None:
             made_for_another(bsym, None, made, index, add)
         if bsym.subsymbols:
             check_decomposition(bsym, index, add)

@@ -4,7 +4,7 @@ A symbol's subsymbols say how its outputs are computed: a fusion region's are th
 executor builds its region from a symbol's. A subsymbol output under one of the symbol's output names is that
 output, the same tensor (Thunder #1628: a pass replaced the outputs' proxies and left the old ones, with the old
 dtype, below). A prim whose arguments were made for another tensor than the one it reads
-(:func:`~safe_tracectx.traces.swaps.made_for_another_rank`, ``made_for_another_shape``) computes something else.
+(:func:`~safe_tracectx.traces.swaps.made_for_another_tensor`) computes something else.
 Both report through the ``add`` of :func:`~safe_tracectx.traces.checks.trace_findings`::
 
     >>> from thunder.core import prims
@@ -26,7 +26,7 @@ from thunder.core.proxies import Proxy
 
 from safe_tracectx.traces.bound_proxies import proxy_outs
 from safe_tracectx.traces.swaps import (
-    describe_metadata, made_for_another_rank, made_for_another_shape, other_tensor, tensor_metadata,
+    describe_metadata, made_for_another_tensor, other_tensor, tensor_metadata,
 )
 from safe_tracectx.traces.violations import bsym_label
 
@@ -38,16 +38,17 @@ def check_decomposition(bsym: Any, index: int, add: Any) -> None:
     executor builds its region from a symbol's): a subsymbol output, at any depth, under one of the symbol's output
     names is that output, the same tensor (Thunder #1628: a pass replaced the outputs' proxies and left the old
     ones, with the old dtype, below). A first-level subsymbol prim is also read as :func:`made_for_another` says."""
-    outs: dict[str, Proxy] | None = None
+    outs = {p.name: p for p in proxy_outs(bsym)}
     for position, sub in enumerate(bsym.subsymbols):
-        if (made := made_for_another_rank(sub) or made_for_another_shape(sub)) is not None:
+        if (made := made_for_another_tensor(sub)) is not None:
             made_for_another(bsym, position, made, index, add)
+        if not outs:
+            continue
         stack = [sub]
         while stack:
             current = stack.pop()
-            for proxy in proxy_outs(current):
-                if outs is None:
-                    outs = {p.name: p for p in proxy_outs(bsym)}
+            output = current.output
+            for proxy in (output,) if isinstance(output, Proxy) else proxy_outs(current):
                 top = outs.get(proxy.name)
                 if top is None or top is proxy:
                     continue

@@ -54,14 +54,18 @@ def findings(trace: Any, *, executed: bool = False) -> list[JointFinding]:
     a cotangent the forward reads, an in-place update the forward depends on but leaves to the backward, and (a note,
     while the trace is on its way: ``executed`` False) a backward symbol without its tag."""
     bsyms = trace.bound_symbols
+    info = _split_info(trace)
+    if info is None:  # not a joint trace: nothing to split
+        return []
+    split = _split(trace, info)  # once, for both checks of the split
     found = [
         JointFinding("forward-reads-backward", name,
                      f"{name} is a cotangent ({bsym_label(source, bsyms[source])}) that {bsym_label(reader, bsyms[reader])} "
                      "reads, and that symbol computes something the forward needs: the forward/backward split puts it "
                      f"in the forward, where {name} is never defined", reader)
-        for name, reader, source in forward_needs_cotangents(trace)
+        for name, reader, source in forward_needs_cotangents(trace, split)
     ]
-    for name, index in stale_after_in_place(trace):
+    for name, index in split[2]:  # stale_after_in_place
         outputs = [p.name for p in proxy_outs(bsyms[index])]
         unread = f"whose output {', '.join(outputs)} the forward never reads" if outputs else "which outputs nothing"
         found.append(JointFinding(
@@ -89,7 +93,18 @@ def is_joint(trace: Any) -> bool:
     info = bsyms[-1].args[0]
     return isinstance(info, dict) and "fw_flat_out" in info
 
-def forward_needs_cotangents(trace: Any) -> list[tuple[str, int, int]]:
+def _split_info(trace: Any) -> dict[str, Any] | None:
+    """The return's information of a joint trace (``fw_flat_out``, or ``grad_flat_args`` before Thunder #2147)."""
+    bsyms = trace.bound_symbols
+    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
+        return None
+    info = bsyms[-1].args[0]
+    return info if isinstance(info, dict) and ("fw_flat_out" in info or "grad_flat_args" in info) else None
+
+
+def forward_needs_cotangents(
+    trace: Any, split: tuple[list[int], dict[str, int], list[tuple[str, int]]] | None = None
+) -> list[tuple[str, int, int]]:
     """In a joint trace (the grad transform's, whose return holds ``fw_flat_out``): the cotangents the forward
     would read once split, each as (name, index of the reader, index of its ``get_grad``).
 
@@ -99,7 +114,7 @@ def forward_needs_cotangents(trace: Any) -> list[tuple[str, int, int]]:
     if not is_joint(trace):
         return []
     bsyms = trace.bound_symbols
-    forward, cotangents, _ = _split(trace, bsyms[-1].args[0])
+    forward, cotangents, _ = _split(trace, bsyms[-1].args[0]) if split is None else split
     found: list[tuple[str, int, int]] = []
     for index in reversed(forward):
         for proxy in proxy_args(bsyms[index]):
@@ -118,13 +133,8 @@ def stale_after_in_place(trace: Any) -> list[tuple[str, int]]:
     before the update. Thunder's ``insert_alias_updates`` makes every later reader read the in-place symbol's
     output, so a joint trace built after it never has one.
     """
-    bsyms = trace.bound_symbols
-    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
-        return []
-    info = bsyms[-1].args[0]
-    if not isinstance(info, dict) or not ("fw_flat_out" in info or "grad_flat_args" in info):
-        return []
-    return _split(trace, info)[2]
+    info = _split_info(trace)
+    return [] if info is None else _split(trace, info)[2]
 
 def _split(trace: Any, info: dict[str, Any]) -> tuple[list[int], dict[str, int], list[tuple[str, int]]]:
     """Thunder's ``split_into_forward_and_backward`` of this joint trace, whose return holds ``info``: (the

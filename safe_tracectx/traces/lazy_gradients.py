@@ -122,12 +122,15 @@ def lazy_sum_reads(trace: Any) -> list[LazyRead]:
             if pid == PrimIDs.FULL and len(prim.args) > 1 and _is_zero(prim.args[1], zeros) or \
                     pid in _UNARY_LINEAR and prim.args and _is_zero(prim.args[0], zeros):
                 zeros.add(getattr(prim.output, "name", ""))
+            out = prim.output
+            zero_dim = isinstance(out, TensorProxy) and isinstance(shape := getattr(out, "_shape", None), tuple | list) \
+                and not shape
+            if not lazy and not zero_dim:
+                continue  # the common case, decided without reading the arguments: nothing to follow, no seed
             tensors = [a for a in proxy_args(prim) if isinstance(a, TensorProxy)]
             read = [a for a in tensors if a.name in lazy]
-            out = prim.output
-            made = tensor_metadata(out)
-            elementwise = prim.sym.id in _UNARY_LINEAR or prim.sym.id == PrimIDs.WHERE or is_elementwise(prim.sym)
-            if elementwise and made is not None and made[0] == () and on_cpu(out):
+            elementwise = pid in _UNARY_LINEAR or pid == PrimIDs.WHERE or is_elementwise(prim.sym)
+            if elementwise and zero_dim and on_cpu(out):
                 shapes = [lazy.get(a.name) or (m[0] if (m := tensor_metadata(a)) is not None else ()) for a in tensors]
                 held = max(shapes, key=_numel, default=())
                 if _numel(held) > 1:
@@ -166,6 +169,13 @@ def _returned_sums(trace: Any, lazy: dict[str, tuple[int, ...]], zeros: set[str]
     grads, inputs = result["output"], result.get("flat_args")
     if not isinstance(inputs, tuple | list) or len(inputs) != len(grads):
         return []
+    summed_back = []  # (gradient, its shape, input): a full-shape gradient of a 0-dim CPU input
+    for grad, primal in zip(grads, inputs, strict=True):
+        made, wanted = tensor_metadata(grad), tensor_metadata(primal)
+        if made is not None and wanted is not None and wanted[0] == () and _numel(made[0]) > 1 and on_cpu(primal):
+            summed_back.append((grad, made, primal))
+    if not summed_back:
+        return []
     producers = {}
     for index, top in enumerate(trace.bound_symbols):
         for prim in _leaves(top):
@@ -173,10 +183,7 @@ def _returned_sums(trace: Any, lazy: dict[str, tuple[int, ...]], zeros: set[str]
                 if isinstance(out, TensorProxy):
                     producers[out.name] = (index, prim)
     found = []
-    for grad, primal in zip(grads, inputs, strict=True):
-        made, wanted = tensor_metadata(grad), tensor_metadata(primal)
-        if made is None or wanted is None or wanted[0] != () or _numel(made[0]) <= 1 or not on_cpu(primal):
-            continue
+    for grad, made, primal in summed_back:
         broadcast = _broadcast_term(grad.name, made[0], producers, lazy | dict.fromkeys(zeros, ()))
         if broadcast is not None:
             index, prim, term = broadcast

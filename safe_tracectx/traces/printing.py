@@ -156,8 +156,8 @@ class PrintedSymbols:
 
     def __init__(self, limit: int = 8192) -> None:
         self._names: dict[int, object] = {}  # id(symbol) -> its name
-        #: The bound symbols known to print (traces share them: a pass copies the list, not the symbols), by id,
-        #: each entry a weak reference that removes itself.
+        #: The bound symbols printed (traces share them: a pass copies the list, not the symbols), by id, each
+        #: entry a weak reference that removes itself.
         self._printed: dict[int, weakref.ref[Any]] = {}
         self.limit = limit
 
@@ -178,8 +178,7 @@ class PrintedSymbols:
             if header and not isinstance(header, str):
                 return True
             stack.extend(current.subsymbols)
-        self._remember(bsym)
-        return False
+        return False  # not remembered: a walk is cheaper than a weak reference per bound symbol held for the GC
 
     def _remember(self, bsym: Any) -> None:
         key, printed = id(bsym), self._printed

@@ -48,7 +48,7 @@ from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = [
     "Changed", "Metadata", "changed_in_place", "computed_before", "describe_metadata", "input_metadata", "is_elementwise",
-    "made_for_another_rank", "made_for_another_shape", "on_cpu", "other_tensor", "same_name_swap_is_safe",
+    "made_for_another_rank", "made_for_another_shape", "made_for_another_tensor", "on_cpu", "other_tensor", "same_name_swap_is_safe",
     "tensor_metadata",
 ]
 
@@ -137,18 +137,34 @@ def made_for_another_rank(bsym: Any) -> tuple[Proxy, str] | None:
     return tensor, f"{len(entries)}-dimensional tensor"
 
 
-#: Whether a symbol is an elementwise prim (its meta made by Thunder's elementwise meta factories), by its id.
-_ELEMENTWISE: Final[dict[int, bool]] = {}
+#: Whether a prim is elementwise (its meta made by Thunder's elementwise meta factories), by the prim's id (a
+#: ``PrimIDs`` member: the same prim for the life of the process, unlike the address of a symbol).
+_ELEMENTWISE: Final[dict[Any, bool]] = {}
 _ELEMENTWISE_METAS: Final = ("_elementwise_unary_meta_factory.", "_elementwise_binary_meta_factory.")
 
 
 def is_elementwise(sym: Any) -> bool:
     """Whether ``sym`` is one of Thunder's elementwise prims (its meta made by the elementwise meta factories)."""
-    found = _ELEMENTWISE.get(id(sym))
+    if not getattr(sym, "is_prim", False):
+        return False
+    key = getattr(sym, "id", None)
+    found = _ELEMENTWISE.get(key)
     if found is None:
         qualname = getattr(getattr(sym, "meta", None), "__qualname__", "")
-        found = _ELEMENTWISE[id(sym)] = isinstance(qualname, str) and qualname.startswith(_ELEMENTWISE_METAS)
+        found = isinstance(qualname, str) and qualname.startswith(_ELEMENTWISE_METAS)
+        try:
+            _ELEMENTWISE[key] = found
+        except TypeError:  # an id that is not hashable: asked again next time
+            pass
     return found
+
+
+def made_for_another_tensor(bsym: Any) -> tuple[Proxy, str] | None:
+    """:func:`made_for_another_rank` or :func:`made_for_another_shape` of a prim (a symbol that is not a prim
+    has neither: its own meta is not the prims' contract)."""
+    if not getattr(getattr(bsym, "sym", None), "is_prim", False):
+        return None
+    return made_for_another_rank(bsym) or made_for_another_shape(bsym)
 
 
 def made_for_another_shape(bsym: Any) -> tuple[Proxy, str] | None:
