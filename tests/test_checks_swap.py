@@ -335,3 +335,16 @@ def test_a_one_element_tensor_broadcast_with_another_rank_is_not_reported() -> N
         thunder.jit(_plus_own_sum)(x).sum().backward()
     assert log.violations == []
     assert x.grad is not None and torch.allclose(x.grad, torch.tensor([2.0]))
+
+
+def test_elementwise_is_read_from_the_meta_and_cached_by_prim_id_never_by_address() -> None:
+    from thunder.core import prims
+    from thunder.core.symbol import Symbol
+
+    from safe_tracectx.traces import swaps
+
+    own = Symbol(name="own_add", meta=prims.add.meta, id="own_add")  # a symbol of the user's with an elementwise meta
+    assert swaps.is_elementwise(prims.add) and swaps.is_elementwise(own)
+    assert not swaps.is_elementwise(prims.transpose) and not swaps.is_elementwise(None)
+    # a freed symbol's address is another symbol's later: only prims are cached, by their PrimIDs member
+    assert swaps._ELEMENTWISE and all(isinstance(key, prims.PrimIDs) for key in swaps._ELEMENTWISE)

@@ -138,32 +138,27 @@ def made_for_another_rank(bsym: Any) -> tuple[Proxy, str] | None:
 
 
 #: Whether a prim is elementwise (its meta made by Thunder's elementwise meta factories), by the prim's id (a
-#: ``PrimIDs`` member: the same prim for the life of the process, unlike the address of a symbol).
+#: ``PrimIDs`` member: the same prim for the life of the process; a symbol's address is another's once it is freed).
 _ELEMENTWISE: Final[dict[Any, bool]] = {}
 _ELEMENTWISE_METAS: Final = ("_elementwise_unary_meta_factory.", "_elementwise_binary_meta_factory.")
 
 
 def is_elementwise(sym: Any) -> bool:
-    """Whether ``sym`` is one of Thunder's elementwise prims (its meta made by the elementwise meta factories)."""
-    if not getattr(sym, "is_prim", False):
-        return False
-    key = getattr(sym, "id", None)
-    found = _ELEMENTWISE.get(key)
-    if found is None:
-        qualname = getattr(getattr(sym, "meta", None), "__qualname__", "")
-        found = isinstance(qualname, str) and qualname.startswith(_ELEMENTWISE_METAS)
-        try:
-            _ELEMENTWISE[key] = found
-        except TypeError:  # an id that is not hashable: asked again next time
-            pass
+    """Whether ``sym`` is one of Thunder's elementwise prims: its meta made by the elementwise meta factories
+    (cached for prims only, whose ids are theirs for good)."""
+    key = getattr(sym, "id", None) if getattr(sym, "is_prim", False) else None
+    if isinstance(key, PrimIDs) and (found := _ELEMENTWISE.get(key)) is not None:
+        return found
+    qualname = getattr(getattr(sym, "meta", None), "__qualname__", "")
+    found = isinstance(qualname, str) and qualname.startswith(_ELEMENTWISE_METAS)
+    if isinstance(key, PrimIDs):
+        _ELEMENTWISE[key] = found
     return found
 
 
 def made_for_another_tensor(bsym: Any) -> tuple[Proxy, str] | None:
-    """:func:`made_for_another_rank` or :func:`made_for_another_shape` of a prim (a symbol that is not a prim
-    has neither: its own meta is not the prims' contract)."""
-    if not getattr(getattr(bsym, "sym", None), "is_prim", False):
-        return None
+    """:func:`made_for_another_rank` or :func:`made_for_another_shape`: the tensor a prim reads and what its
+    arguments were made for, or None."""
     return made_for_another_rank(bsym) or made_for_another_shape(bsym)
 
 
