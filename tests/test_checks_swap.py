@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -348,3 +349,10 @@ def test_elementwise_is_read_from_the_meta_and_cached_by_prim_id_never_by_addres
     assert not swaps.is_elementwise(prims.transpose) and not swaps.is_elementwise(None)
     # a freed symbol's address is another symbol's later: only prims are cached, by their PrimIDs member
     assert swaps._ELEMENTWISE and all(isinstance(key, prims.PrimIDs) for key in swaps._ELEMENTWISE)
+
+    def wrapped_meta(a: Any, b: Any) -> Any:  # a user's copy of add under add's PrimIDs member, its meta wrapped
+        return prims.add.meta(a, b)
+
+    copy = dataclasses.replace(prims.add, name="my_add", meta=wrapped_meta)
+    assert not swaps.is_elementwise(copy)
+    assert swaps.is_elementwise(prims.add)  # the copy's answer is its own, not the prim's

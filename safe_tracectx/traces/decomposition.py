@@ -38,17 +38,16 @@ def check_decomposition(bsym: Any, index: int, add: Any) -> None:
     executor builds its region from a symbol's): a subsymbol output, at any depth, under one of the symbol's output
     names is that output, the same tensor (Thunder #1628: a pass replaced the outputs' proxies and left the old
     ones, with the old dtype, below). A first-level subsymbol prim is also read as :func:`made_for_another` says."""
-    outs = {p.name: p for p in proxy_outs(bsym)}
+    outs: dict[str, Proxy] | None = None
     for position, sub in enumerate(bsym.subsymbols):
         if (made := made_for_another_tensor(sub)) is not None:
             made_for_another(bsym, position, made, index, add)
-        if not outs:
-            continue
         stack = [sub]
         while stack:
             current = stack.pop()
-            output = current.output
-            for proxy in (output,) if isinstance(output, Proxy) else proxy_outs(current):
+            for proxy in proxy_outs(current):
+                if outs is None:
+                    outs = {p.name: p for p in proxy_outs(bsym)}
                 top = outs.get(proxy.name)
                 if top is None or top is proxy:
                     continue

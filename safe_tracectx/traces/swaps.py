@@ -139,7 +139,7 @@ def made_for_another_rank(bsym: Any) -> tuple[Proxy, str] | None:
 
 #: Whether a prim is elementwise (its meta made by Thunder's elementwise meta factories), by the prim's id (a
 #: ``PrimIDs`` member: the same prim for the life of the process; a symbol's address is another's once it is freed).
-_ELEMENTWISE: Final[dict[Any, bool]] = {}
+_ELEMENTWISE: Final[dict[Any, tuple[Any, bool]]] = {}
 _ELEMENTWISE_METAS: Final = ("_elementwise_unary_meta_factory.", "_elementwise_binary_meta_factory.")
 
 
@@ -147,12 +147,13 @@ def is_elementwise(sym: Any) -> bool:
     """Whether ``sym`` is one of Thunder's elementwise prims: its meta made by the elementwise meta factories
     (cached for prims only, whose ids are theirs for good)."""
     key = getattr(sym, "id", None) if getattr(sym, "is_prim", False) else None
-    if isinstance(key, PrimIDs) and (found := _ELEMENTWISE.get(key)) is not None:
-        return found
-    qualname = getattr(getattr(sym, "meta", None), "__qualname__", "")
+    meta = getattr(sym, "meta", None)
+    if isinstance(key, PrimIDs) and (known := _ELEMENTWISE.get(key)) is not None and known[0] is meta:
+        return known[1]
+    qualname = getattr(meta, "__qualname__", "")
     found = isinstance(qualname, str) and qualname.startswith(_ELEMENTWISE_METAS)
-    if isinstance(key, PrimIDs):
-        _ELEMENTWISE[key] = found
+    if isinstance(key, PrimIDs):  # with its meta: a copy of the prim under the same id (dataclasses.replace) has its own
+        _ELEMENTWISE[key] = (meta, found)
     return found
 
 
