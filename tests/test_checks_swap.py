@@ -12,6 +12,7 @@ import pytest
 import torch
 from thunder.core import prims
 from thunder.core.devices import cpu
+from thunder.core.dtypes import float32
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_map
 from thunder.core.trace import TraceCtx, from_trace
@@ -356,3 +357,51 @@ def test_elementwise_is_read_from_the_meta_and_cached_by_prim_id_never_by_addres
     copy = dataclasses.replace(prims.add, name="my_add", meta=wrapped_meta)
     assert not swaps.is_elementwise(copy)
     assert swaps.is_elementwise(prims.add)  # the copy's answer is its own, not the prim's
+
+
+def _one_subsymbol_trace(top_output: Any, sub: Any) -> Any:
+    from thunder.core import prims
+    from thunder.core.trace import TraceCtx
+
+    trace = TraceCtx()
+    trace.args = tuple(p for p in sub.args if isinstance(p, TensorProxy))
+    top = prims.convert_element_type.bind(trace.args[0], float32, output=top_output) if top_output is not None else \
+        prims.python_print.bind(trace.args[0], output=None)
+    top.subsymbols = [sub]
+    trace.bound_symbols += [top, prims.python_return.bind(top_output, output=None)]
+    return trace
+
+
+def test_a_decomposition_is_read_through_the_outputs_every_check_reads() -> None:
+    # a pass set a subsymbol's output in place after Thunder cached its flat_proxy_outs: the decomposition check
+    # reads what proxy_outs (every other check) reads, the cache, not the new output
+    from thunder.core import dtypes, prims
+    from thunder.core.trace import TraceCtx
+
+    from safe_tracectx.traces.checks import trace_findings
+
+    with stc.tracectx(TraceCtx()):
+        a = TensorProxy("a", shape=(2,), device=cpu, dtype=float32)
+        b16 = TensorProxy("b", shape=(2,), device=cpu, dtype=dtypes.float16)
+    with stc.tracectx(TraceCtx()):
+        b32 = TensorProxy("b", shape=(2,), device=cpu, dtype=float32)
+    for cached, now, reported in ((b16, b32, True), (b32, b16, False)):
+        sub = prims.convert_element_type.bind(a, cached.dtype, output=cached)
+        assert sub.flat_proxy_outs == (cached,)  # Thunder read it
+        sub.output, sub.args = now, (a, now.dtype)
+        found = [(v.kind, v.name) for v in trace_findings(_one_subsymbol_trace(b32, sub))[0]]
+        assert (("stale-proxy-after-swap", "b") in found) is reported
+
+
+def test_an_unreadable_subsymbol_of_a_symbol_without_outputs_raises_as_thunder_does() -> None:
+    from thunder.core import prims
+    from thunder.core.symbol import BoundSymbol
+    from thunder.core.trace import TraceCtx
+
+    from safe_tracectx.traces.checks import trace_findings
+
+    with stc.tracectx(TraceCtx()):
+        a = TensorProxy("a", shape=(2,), device=cpu, dtype=float32)
+    sub = BoundSymbol(prims.neg, args=(a,), kwargs={}, output={1, 2})  # a set: Thunder's tree_flatten refuses it
+    with pytest.raises(TypeError, match="tree_flatten of type"):
+        trace_findings(_one_subsymbol_trace(None, sub))
