@@ -26,6 +26,7 @@ __all__ = [
     "MissingTraceError",
     "NameClashError",
     "ReadOnlyTraceError",
+    "SymbolOutsideTraceError",
     "TraceContextError",
     "TraceContextWarning",
     "TracelessRecordingError",
@@ -59,6 +60,7 @@ TraceCheck = Literal[
     "borrowed-namer",
     "replaced-name",
     "name-taken",
+    "symbol-outside-trace",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -138,6 +140,9 @@ FIXES: Final[dict[str, str]] = {
     "commit_names(into=bw)",
     "replaced-name": "ask for a name the trace does not hold yet (or none), and use the name the proxy got",
     "name-taken": "one name must mean one proxy: ask for a fresh name (no name=), or rename the other proxy",
+    "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
+    "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
+    "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",
 }
 
 
@@ -172,6 +177,15 @@ class MissingTraceError(TraceContextError):
     """A proxy or a name was requested while no trace is active."""
 
     check = "missing_trace"
+
+
+class SymbolOutsideTraceError(MissingTraceError, NotImplementedError):
+    """A Thunder symbol was called while no trace is active: ``Symbol.__call__`` raises NotImplementedError there.
+
+    It is that error (``except NotImplementedError`` still catches it, and its
+    message starts with Thunder's words), raised with the proxies the symbol was
+    given and the code that called it.
+    """
 
 
 class UnbalancedContextError(TraceContextError):

@@ -29,6 +29,7 @@ from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_clas
 from safe_tracectx.hooks.runs import DECLARED
 from safe_tracectx.hooks.steps import hook_methods, make_interpreter_hook, unhook_methods
 from safe_tracectx.hooks.substitution import hook_substitution, unhook_substitution
+from safe_tracectx.hooks.symbol_calls import make_symbol_tracectx
 from safe_tracectx.hooks.thunderfx import wrap_splitter
 
 __all__ = ["Patch", "SupportReport", "apply", "plan", "remove", "thunder_support"]
@@ -53,6 +54,9 @@ class Patch:
     attribute: str
     original: Any
     replacement: Any
+    #: The one module whose binding is replaced (None: every module that binds the original): a function on
+    #: Thunder's hot path is replaced only where the hook needs it (``thunder.core.symbol``'s ``get_tracectx``).
+    only_in: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,12 +168,16 @@ def _bindings(value: Any, name: str, modules: Iterable[ModuleType]) -> list[Modu
 
 
 def plan() -> list[Patch]:
-    """The patches for the installed Thunder: set/reset, proxy naming, and each pass that exists."""
+    """The patches for the installed Thunder: set/reset, proxy naming, symbol calls, and each pass that exists."""
     _importers()
+    import thunder.core.symbol as thunder_symbol
+
     patches = [
         Patch("set_tracectx", thunder_trace.set_tracectx, guarded_set_tracectx),
         Patch("reset_tracectx", thunder_trace.reset_tracectx, guarded_reset_tracectx),
         Patch("make_proxy_name", thunder_proxies.make_proxy_name, make_naming_hook(thunder_proxies.make_proxy_name)),
+        Patch("get_tracectx", thunder_symbol.get_tracectx, make_symbol_tracectx(thunder_symbol.get_tracectx),
+              only_in=thunder_symbol.__name__),
     ]
     for spec in PASSES:
         original = _find_pass(spec)
@@ -192,7 +200,8 @@ def plan() -> list[Patch]:
 
 def apply(patches: list[Patch]) -> None:
     """Bind each replacement wherever its original is bound by name; hook the Transform and executor classes."""
-    _rebind({id(patch.original): (patch.original, patch.replacement) for patch in patches}, _modules())
+    _rebind({id(p.original): (p.original, p.replacement) for p in patches if p.only_in is None}, _modules())
+    _rebind_in_one(patches, restore=False)
     hook_classes()
     hook_methods()
     hook_substitution()
@@ -205,7 +214,20 @@ def remove(patches: list[Patch]) -> None:
     unhook_substitution()
     unhook_methods()
     unhook_classes()
-    _rebind({id(patch.replacement): (patch.replacement, patch.original) for patch in patches}, _modules())
+    _rebind({id(p.replacement): (p.replacement, p.original) for p in patches if p.only_in is None}, _modules())
+    _rebind_in_one(patches, restore=True)
+
+
+def _rebind_in_one(patches: list[Patch], *, restore: bool) -> None:
+    """Put each patch that is ``only_in`` one module in place (or back, ``restore``) in that module, if it still
+    binds what the patch replaces there."""
+    for patch in patches:
+        module = sys.modules.get(patch.only_in) if patch.only_in is not None else None
+        if module is None:
+            continue
+        old, new = (patch.replacement, patch.original) if restore else (patch.original, patch.replacement)
+        if vars(module).get(patch.attribute) is old:
+            setattr(module, patch.attribute, new)
 
 
 def thunder_support() -> SupportReport:

@@ -31,7 +31,10 @@ def action_for(error: TraceContextError, policy: Policy | None = None) -> str:
     chosen = policy or get_policy()
     if error.kind is not None and (own := chosen.action_of_check(error.kind)) is not None:
         return own
-    return str(getattr(chosen, check))
+    action = str(getattr(chosen, check))
+    # "traceless" names a proxy in a traceless context; what cannot be done there (a symbol called with no trace,
+    # which Thunder refuses next) is warned about
+    return "warn" if action == "traceless" else action
 
 
 def outcome(action: str, in_flight: BaseException | None) -> str:

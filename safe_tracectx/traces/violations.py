@@ -18,6 +18,7 @@ from safe_tracectx.errors import (
     BrokenTraceError,
     LeakedProxyError,
     NameClashError,
+    SymbolOutsideTraceError,
     TraceCheck,
     TraceContextError,
     UseBeforeDefinitionError,
@@ -29,7 +30,7 @@ __all__ = ["KINDS", "Violation", "ViolationKind", "bsym_label"]
 ViolationKind = TraceCheck
 KINDS: Final[tuple[str, ...]] = TRACE_CHECKS
 
-#: The policy check of each kind that is not ``name_clash``.
+#: The error (and so the policy check) of each kind that is not ``name_clash``.
 ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "traceless-proxy": LeakedProxyError,
     "use-before-definition": UseBeforeDefinitionError,
@@ -45,6 +46,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "gradient-mismatch": BrokenTraceError,
     "custom-backward-ignored": BrokenTraceError,
     "dtype-changed-by-substitution": BrokenTraceError,
+    "symbol-outside-trace": SymbolOutsideTraceError,
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from thunder.core.baseutils import BoundSymbolInterface, TagBase
 from thunder.core.proxies import Proxy, Variable
 from thunder.core.trace import VariableInterface
+from thunder.core.trace import get_tracectx as get_tracectx  # Symbol.__call__ reads it here
 
 class Symbol:
     def __getattr__(self, name: str) -> Any: ...  # the rest of the class, as Thunder types it
