@@ -61,6 +61,7 @@ TraceCheck = Literal[
     "replaced-name",
     "name-taken",
     "symbol-outside-trace",
+    "unreturned-output",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -140,6 +141,9 @@ FIXES: Final[dict[str, str]] = {
     "commit_names(into=bw)",
     "replaced-name": "ask for a name the trace does not hold yet (or none), and use the name the proxy got",
     "name-taken": "one name must mean one proxy: ask for a fresh name (no name=), or rename the other proxy",
+    "unreturned-output": "give a bound symbol only the outputs its symbol's call returns: a pass that adds an output to "
+    "a bound symbol (bsym.from_bsym(output=...)) must use a symbol that returns it (an in-place symbol returns its "
+    "result, as ltorch.setitem_ does since #2397's fix), or leave the output to the subsymbol that computes it",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

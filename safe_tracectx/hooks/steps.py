@@ -27,6 +27,7 @@ violation seen elsewhere::
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import re
 import sys
@@ -46,6 +47,7 @@ from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.checks import Violation, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
+from safe_tracectx.traces.interpreted import unbound_returned_tensors
 from safe_tracectx.traces.torch_values import untranslated_values
 
 __all__ = ["check_about_to_run", "hook_methods", "hooked_methods", "make_interpreter_hook", "unhook_methods"]
@@ -253,13 +255,56 @@ _opaque: Callable[[Callable[[Any], None]], Callable[[Any], None]] = make_opaque
 _check_interpreted = _opaque(_check_evaluated)
 
 
+def _parameters(function: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def _check_values(trace: Any, env: dict[Any, Any]) -> None:
+    """What ``interpret_trace`` bound the names ``trace`` returns to: a tensor it returns bound to None."""
+    compilation = compilations.current()
+    if compilation is None or not isinstance(trace, TraceCtx):
+        return
+    try:
+        found = unbound_returned_tensors(trace, env)
+    except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
+        internal_error(f"what interpreting {describe_trace(trace)} returns", error)
+        return
+    new = [v for v in found if (v.kind, v.name) not in compilation.reported and not switched_off(v.kind)]
+    if not new:
+        return
+    compilation.reported.update((v.kind, v.name) for v in new)
+    made = compilation.step_of(trace)  # the pass or step that made the trace, said in the message
+    fallback = ("interpretation", "thunder.core.trace_interpreter.interpret_trace")
+    site = find_call_site(skip_thunder=True)
+    report_all([culprit_error(compilation, v, trace, site, fallback=fallback, known=made, context="")
+                for v in new])
+
+
+def _check_interpretation(done: tuple[Any, dict[Any, Any]]) -> None:
+    _check_values(*done)
+
+
+_check_interpreted_values = _opaque(_check_interpretation)
+
+
 def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
     """``interpret_trace``/``interpret_trace_to_trace``, which evaluate a trace symbol by symbol: the trace is about
-    to run, and is checked as a program that runs as it is, before Thunder evaluates it."""
+    to run, and is checked as a program that runs as it is, before Thunder evaluates it. ``interpret_trace`` is
+    asked for its environment too (and returns what it was asked for): a tensor the trace returns that the
+    interpretation bound to None is reported before the caller reads it."""
+    watch_values = getattr(original, "__name__", "") == "interpret_trace" and "with_env" in _parameters(original)
 
     def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
         _check_interpreted(trace)
-        return original(trace, *args, **kwargs)
+        if not watch_values:
+            return original(trace, *args, **kwargs)
+        asked = kwargs.pop("with_env", False)
+        result, env = original(trace, *args, with_env=True, **kwargs)
+        _check_interpreted_values((trace, env))
+        return (result, env) if asked else result
 
     interpret.__wrapped__ = original  # type: ignore[attr-defined]
     interpret.__doc__ = original.__doc__

@@ -47,6 +47,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "custom-backward-ignored": BrokenTraceError,
     "dtype-changed-by-substitution": BrokenTraceError,
     "symbol-outside-trace": SymbolOutsideTraceError,
+    "unreturned-output": BrokenTraceError,
 }
 
 
