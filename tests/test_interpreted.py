@@ -51,7 +51,7 @@ def _trace(*, claims_an_output_its_symbol_returns: bool) -> tuple[TraceCtx, Tens
 
 def _interpret(trace: TraceCtx, a: TensorProxy, **kwargs: Any) -> Any:
     with tracectx(TraceCtx()):  # the symbols record into a trace of their own, as a grad transform's do
-        return trace_interpreter.interpret_trace(trace, a, **kwargs)
+        return trace_interpreter.interpret_trace(trace, a, **kwargs)  # type: ignore[no-untyped-call]
 
 
 def test_a_returned_tensor_bound_to_none_is_named_with_the_bound_symbol_that_claims_it() -> None:
