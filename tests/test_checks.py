@@ -192,6 +192,37 @@ def test_what_binds_a_name_again_without_a_new_value_is_not_a_redefinition() -> 
     assert check_trace(trace) == []
 
 
+def test_a_shape_query_that_gives_a_parameter_again_is_not_a_redefinition() -> None:
+    """``computation(x, i0, i1)`` then ``(i0, i1) = prims.shape(x)``: what thunder.jit makes of ``x.size(0)`` under
+    symbolic values (the prologue unpacked i0 and i1 from that very shape); a number parameter computed again by
+    another symbol is still a redefinition."""
+    trace, (a,) = _trace("a")
+    with tracectx(trace):
+        i = IntegerProxy("i0", 2)
+    trace.args = (a, i)
+    trace.bound_symbols += [prims.shape.bind(a, output=(i,))]
+    _returning(trace, i)
+    assert check_trace(trace) == []
+    item = Symbol(name="item", meta=None, _module=prims)
+    trace.bound_symbols.insert(0, item.bind(a, output=i))
+    assert _kinds(check_trace(trace)) == {("defined-twice", "i0")}
+
+
+def test_a_symbolic_values_program_that_reads_a_dimension_is_as_plain_under_strict() -> None:
+    from safe_tracectx import STRICT
+    from safe_tracectx.hooks import audit, installed
+
+    def size_and_numel(x: torch.Tensor) -> torch.Tensor:
+        return x.exp() + x.numel() + x.size(0)
+
+    x = torch.ones(2, 3)
+    expected = thunder.jit(size_and_numel, cache="symbolic values")(x)
+    with audit() as log, installed(STRICT):
+        actual = thunder.jit(size_and_numel, cache="symbolic values")(x)
+    torch.testing.assert_close(actual, expected)
+    assert log.to_dict()["violations"] == []
+
+
 def test_a_number_computed_again_from_another_value_is_a_redefinition() -> None:
     """``f0 = item(a); f0 = item(b)``: two values under one name (what reads f0 later gets the second)."""
     trace, (a, b) = _trace("a", "b")

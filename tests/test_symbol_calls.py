@@ -8,6 +8,7 @@ hook replaces ``get_tracectx`` in ``thunder.core.symbol`` alone.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any
 
@@ -129,3 +130,80 @@ def test_a_transform_that_calls_a_symbol_outside_its_trace_is_named_in_a_real_ji
     assert info.value.culprit is not None
     assert info.value.culprit[1] == f"{__name__}.ReadsAnExpOutsideTheTrace.transform_traces_pre_prologue"
     assert "while" in info.value.message  # the running pass is named
+
+
+def add_outside_a_trace(x: TensorProxy, y: TensorProxy) -> Any:
+    return x + y  # through TensorProxy.__add__, the language context and Thunder's DTensor-aware dispatch wrapper
+
+
+def test_an_operator_on_proxies_is_charged_to_the_code_that_used_it() -> None:
+    x, y = _proxy("x"), _proxy("y")
+    with installed(STRICT), pytest.raises(SymbolOutsideTraceError) as info:
+        add_outside_a_trace(x, y)
+    assert info.value.names == ("x", "y")
+    assert info.value.culprit == ("add_outside_a_trace", f"{__name__}.add_outside_a_trace")
+
+
+def test_the_names_are_the_proxies_given_at_any_depth_and_none_without_proxies() -> None:
+    x = _proxy("x")
+    nested: Any = x
+    for _ in range(5000):  # deeper than a recursive flatten goes
+        nested = [nested]
+    with installed(STRICT):
+        with pytest.raises(SymbolOutsideTraceError) as deep:
+            ltorch.exp(nested)
+        with pytest.raises(SymbolOutsideTraceError) as plain_number:
+            ltorch.exp(2.0)
+    assert deep.value.names == ("x",)
+    assert plain_number.value.names == () and "with no proxy arguments" in plain_number.value.message
+
+
+class _NamelessProxy(TensorProxy):
+    @property
+    def name(self) -> str:  # a hostile proxy: reading its name fails
+        raise RuntimeError("no name")
+
+
+def test_a_report_that_cannot_be_built_leaves_thunders_error_as_it_is() -> None:
+    with tracectx(TraceCtx()):
+        hostile = _NamelessProxy(like=_proxy("x"))
+    with installed(STRICT), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(NotImplementedError, match=THUNDERS_WORDS) as info:
+            ltorch.exp(hostile)
+    assert type(info.value) is NotImplementedError
+    assert any("could not check a symbol called with no trace active" in str(w.message) for w in seen)
+
+
+def test_another_librarys_get_tracectx_in_thunders_place_is_still_called() -> None:
+    original = thunder_symbol.get_tracectx
+    calls = []
+
+    def counting() -> Any:
+        calls.append(1)
+        return original()
+
+    thunder_symbol.get_tracectx = counting
+    try:
+        with installed(STRICT):
+            assert thunder_symbol.get_tracectx is not counting
+            with tracectx(TraceCtx()):
+                ltorch.exp(_proxy("x"))
+            assert calls
+        assert thunder_symbol.get_tracectx is counting
+    finally:
+        thunder_symbol.get_tracectx = original
+
+
+def test_a_module_that_took_the_hook_while_installed_gets_thunders_back() -> None:
+    import types
+
+    late = types.ModuleType("late_importer")
+    with installed(STRICT):
+        exec("from thunder.core.symbol import get_tracectx", late.__dict__)
+        sys.modules["late_importer"] = late
+        assert late.get_tracectx is thunder_symbol.get_tracectx
+    try:
+        assert late.get_tracectx is thunder_trace.get_tracectx
+    finally:
+        del sys.modules["late_importer"]

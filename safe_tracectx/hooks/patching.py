@@ -201,7 +201,7 @@ def plan() -> list[Patch]:
 def apply(patches: list[Patch]) -> None:
     """Bind each replacement wherever its original is bound by name; hook the Transform and executor classes."""
     _rebind({id(p.original): (p.original, p.replacement) for p in patches if p.only_in is None}, _modules())
-    _rebind_in_one(patches, restore=False)
+    _put_in_one(patches)
     hook_classes()
     hook_methods()
     hook_substitution()
@@ -214,20 +214,16 @@ def remove(patches: list[Patch]) -> None:
     unhook_substitution()
     unhook_methods()
     unhook_classes()
-    _rebind({id(p.replacement): (p.replacement, p.original) for p in patches if p.only_in is None}, _modules())
-    _rebind_in_one(patches, restore=True)
+    # every patch, ``only_in`` ones too: a module imported while installed may have bound the replacement
+    _rebind({id(patch.replacement): (patch.replacement, patch.original) for patch in patches}, _modules())
 
 
-def _rebind_in_one(patches: list[Patch], *, restore: bool) -> None:
-    """Put each patch that is ``only_in`` one module in place (or back, ``restore``) in that module, if it still
-    binds what the patch replaces there."""
+def _put_in_one(patches: list[Patch]) -> None:
+    """Put each patch that is ``only_in`` one module in place there, if that module still binds the original."""
     for patch in patches:
         module = sys.modules.get(patch.only_in) if patch.only_in is not None else None
-        if module is None:
-            continue
-        old, new = (patch.replacement, patch.original) if restore else (patch.original, patch.replacement)
-        if vars(module).get(patch.attribute) is old:
-            setattr(module, patch.attribute, new)
+        if module is not None and vars(module).get(patch.attribute) is patch.original:
+            setattr(module, patch.attribute, patch.replacement)
 
 
 def thunder_support() -> SupportReport:

@@ -38,7 +38,7 @@ from typing import Any, Final
 from thunder.core.interpreter import make_opaque
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.callsite import find_call_site, is_own_file
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.hooks import compilation as compilations
@@ -63,7 +63,7 @@ def _maker(frame: FrameType | None) -> tuple[str, str] | None:
     """(``module.qualname``, ``qualname``) of the function that made a trace (None: this package made it, for itself)."""
     while frame is not None:
         module = str(frame.f_globals.get("__name__", "?"))
-        if module.startswith("safe_tracectx"):
+        if is_own_file(frame.f_code.co_filename):
             return None
         # A constructor (a trace interpreter's, a processor's) builds its trace for whoever constructs it.
         if module not in _LOOK_THROUGH and frame.f_code.co_name != "__init__":

@@ -24,9 +24,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
-from safe_tracectx._support.callsite import find_call_site
+from safe_tracectx._support.callsite import find_call_site, is_own_file
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.context.blocks import TRACE_VAR
+from safe_tracectx.errors import TraceContextError
+from safe_tracectx.hooks.reporting import internal_error
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.policy.actions import act
 from safe_tracectx.traces.violations import Violation
@@ -35,8 +37,14 @@ __all__ = ["make_symbol_tracectx"]
 
 _trace_get: Final = TRACE_VAR.get
 #: The modules whose frames stand between the code that used a proxy and the symbol it called (a property such as
-#: ``TensorProxy.numel`` resolves a method through the language context and calls its symbol).
-_MACHINERY: Final = ("thunder.core.symbol", "thunder.core.proxies", "thunder.core.langctxs", "thunder.core.langctx")
+#: ``TensorProxy.numel`` resolves a method through the language context and calls its symbol, or its DTensor-aware
+#: dispatch wrapper).
+_MACHINERY: Final = frozenset({
+    "thunder.core.symbol", "thunder.core.proxies", "thunder.core.langctxs", "thunder.core.langctx",
+    "thunder.torch.experimental.dtensor_torch_and_prims",
+})
+#: The most argument items read for proxy names (a call with a million-element list stays cheap).
+_MOST_ITEMS: Final = 10_000
 
 
 def _caller(frame: FrameType | None) -> tuple[str, str] | None:
@@ -44,7 +52,7 @@ def _caller(frame: FrameType | None) -> tuple[str, str] | None:
     machinery."""
     while frame is not None:
         module = str(frame.f_globals.get("__name__", "?"))
-        if module not in _MACHINERY and not module.startswith("safe_tracectx"):
+        if module not in _MACHINERY and not is_own_file(frame.f_code.co_filename):
             qualname = f"{module}.{frame.f_code.co_qualname}"
             return step_label(None, qualname, frame.f_code.co_qualname), qualname
         frame = frame.f_back
@@ -52,21 +60,47 @@ def _caller(frame: FrameType | None) -> tuple[str, str] | None:
 
 
 def _proxy_names(args: Any, kwargs: Any) -> list[str]:
+    """The names of the proxies among the symbol's arguments, nested ones included (iteratively: any depth)."""
     from thunder.core.proxies import Proxy
-    from thunder.core.pytree import tree_flatten
 
-    try:
-        flat, _ = tree_flatten((args, kwargs))  # type: ignore[no-untyped-call]
-    except Exception:  # noqa: BLE001 - an argument pytree cannot flatten: Thunder's error comes next anyway
-        flat = [*args, *kwargs.values()] if isinstance(args, tuple) and isinstance(kwargs, dict) else []
-    return list(dict.fromkeys(p.name for p in flat if isinstance(p, Proxy)))
+    names: dict[str, None] = {}
+    pending: list[Any] = [args, kwargs]
+    seen = 0
+    while pending and seen < _MOST_ITEMS:
+        item = pending.pop()
+        seen += 1
+        if isinstance(item, Proxy):
+            name = item.name
+            if isinstance(name, str):
+                names[name] = None
+        elif isinstance(item, (tuple, list)):
+            pending.extend(reversed(item))
+        elif isinstance(item, dict):
+            pending.extend(reversed(list(item.values())))
+    return list(names)
 
 
 def _called_outside_a_trace(frame: FrameType) -> None:
     """``frame`` is ``Symbol.__call__`` with no trace active: the policy's action, before Thunder raises."""
+    from safe_tracectx.hooks import compilation as compilations
+
+    try:
+        error = _error(frame)
+    except Exception as bug:  # noqa: BLE001 - a bug of ours (or a hostile proxy) never replaces Thunder's error
+        internal_error("a symbol called with no trace active", bug)
+        return
+    compilation = compilations.current()
+    if compilation is not None:  # once per compilation, symbol and caller: code that catches and retries says it once
+        key = (error.kind or "", error.message)
+        if key in compilation.reported:
+            return
+        compilation.reported.add(key)
+    act(error)
+
+
+def _error(frame: FrameType) -> TraceContextError:
     local = frame.f_locals
-    symbol = local.get("self")
-    name = str(getattr(symbol, "name", "?"))
+    name = str(getattr(local.get("self"), "name", "?"))
     names = _proxy_names(local.get("args", ()), local.get("kwargs", {}))
     caller = _caller(frame.f_back)
     run = current_run.get()
@@ -74,28 +108,48 @@ def _called_outside_a_trace(frame: FrameType) -> None:
     by = f"{caller[1]} called it {given}" if caller is not None else f"it was called {given}"
     running = f", while {run.label} ({run.qualname}) runs" if run is not None else ""
     violation = Violation(
-        "symbol-outside-trace", names[0] if names else name,
+        "symbol-outside-trace", name,
         # Thunder's own words first: code that matches its message still matches ours
         f"Attempting to execute symbol {name} outside of a tracing context, which is not supported: {by}{running}; "
         "a symbol records into the active trace, and none is",
-        f"the call of {name}", also=tuple(names[1:]),
-        culprit=caller,
+        f"the call of {name}", culprit=caller,
     )
-    act(violation.to_error(find_call_site(skip_thunder=True)))
+    error = violation.to_error(find_call_site(skip_thunder=True))
+    error.names = tuple(names)  # the proxies it was given (none: no names)
+    return error
 
 
 def make_symbol_tracectx(original: Callable[[], Any]) -> Callable[[], Any]:
-    """The ``get_tracectx`` for ``thunder.core.symbol``: Thunder's value; the policy first when a symbol's call
+    """The ``get_tracectx`` for ``thunder.core.symbol``: ``original``'s value; the policy first when a symbol's call
     finds no trace (that call raises NotImplementedError next)."""
+    import thunder.core.trace as thunder_trace
     from thunder.core.symbol import Symbol
 
     call_code = Symbol.__call__.__code__
 
-    def get_tracectx() -> Any:
-        trace = _trace_get(None)
-        if trace is None and sys._getframe(1).f_code is call_code:
-            _called_outside_a_trace(sys._getframe(1))
-        return trace
+    def outside(depth: int = 2) -> None:
+        try:
+            caller = sys._getframe(depth)
+        except ValueError:  # called with no Python frame above (a thread started on it)
+            return
+        if caller.f_code is call_code:
+            _called_outside_a_trace(caller)
+
+    if original is thunder_trace.get_tracectx:  # Thunder's own: read its ContextVar (the hot path)
+
+        def get_tracectx() -> Any:
+            trace = _trace_get(None)
+            if trace is None:
+                outside()
+            return trace
+
+    else:  # another library's function in its place: called, as without us
+
+        def get_tracectx() -> Any:
+            trace = original()
+            if trace is None:
+                outside()
+            return trace
 
     get_tracectx.__wrapped__ = original  # type: ignore[attr-defined]
     get_tracectx.__doc__ = original.__doc__

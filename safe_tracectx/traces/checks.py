@@ -231,11 +231,14 @@ def _same_variable(bsym: Any, proxy: Proxy, reads: tuple[Proxy, ...], program: P
         return True
     if any(p is proxy for p in reads) and not getattr(bsym, "subsymbols", None):
         return True  # its meta returned the argument itself and recorded nothing (``contiguous`` of a contiguous x)
-    if not isinstance(proxy, NumberProxy) or first is None or getattr(first, "sym", None) is None:
+    if not isinstance(proxy, NumberProxy):
         return False
     if bsym.sym.id == _SHAPE or bsym.sym.name == "shape":  # prims.shape, or an executor's: a symbolic dimension
-        # names one value, whichever tensor's shape gives it again
+        # names one value, whichever tensor's shape gives it again (a parameter of the trace too: the prologue
+        # unpacked it from that shape, `(i0, i1) = prims.shape(x)` of `computation(x, i0, i1)`)
         return True
+    if first is None or getattr(first, "sym", None) is None:
+        return False
     return bool(first.sym.id == bsym.sym.id and [p.name for p in proxy_args(first)] == [p.name for p in reads])
 
 
