@@ -196,13 +196,21 @@ def test_a_shape_query_that_gives_a_parameter_again_is_not_a_redefinition() -> N
     """``computation(x, i0, i1)`` then ``(i0, i1) = prims.shape(x)``: what thunder.jit makes of ``x.size(0)`` under
     symbolic values (the prologue unpacked i0 and i1 from that very shape); a number parameter computed again by
     another symbol is still a redefinition."""
-    trace, (a,) = _trace("a")
+    trace = TraceCtx()
     with tracectx(trace):
         i = IntegerProxy("i0", 2)
-    trace.args = (a, i)
+        a = TensorProxy("a", shape=(2,), device=cpu, dtype=float32)
+        b = TensorProxy("b", shape=(3,), device=cpu, dtype=float32)
+    a._shape = (i,)  # type: ignore[attr-defined]  # a's dimension is i0, as under symbolic values (a plain trace makes it an int)
+    trace.args = (a, b, i)
     trace.bound_symbols += [prims.shape.bind(a, output=(i,))]
     _returning(trace, i)
     assert check_trace(trace) == []
+    other = from_trace(trace)
+    other.args = (a, b, i)
+    other.bound_symbols = [prims.shape.bind(b, output=(i,))]  # b's length under the parameter's name: another value
+    _returning(other, i)
+    assert _kinds(check_trace(other)) == {("defined-twice", "i0")}
     item = Symbol(name="item", meta=None, _module=prims)
     trace.bound_symbols.insert(0, item.bind(a, output=i))
     assert _kinds(check_trace(trace)) == {("defined-twice", "i0")}

@@ -13,18 +13,20 @@ import warnings
 from typing import Any
 
 import pytest
+import torch
 from thunder.core.devices import cpu
 from thunder.core.dtypes import float32
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import Symbol
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx import STRICT, BrokenTraceError, tracectx
+from safe_tracectx import LENIENT, STRICT, BrokenTraceError, tracectx
 from safe_tracectx.hooks import audit, installed
 from safe_tracectx.traces.interpreted import unbound_returned_tensors
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
+    import thunder
     import thunder.core.prims as prims
     import thunder.core.trace_interpreter as trace_interpreter
 
@@ -95,3 +97,66 @@ def test_the_hook_returns_what_the_caller_asked_for(with_env: bool) -> None:
     else:
         assert isinstance(hooked, TensorProxy)
     assert not log.to_dict()["violations"]
+
+
+def _in_place_on_a_view(x: Any) -> Any:
+    y = x * 1.0
+    y.view(-1)  # an alias of y: its gradient goes through prims.update_aliases' grad rule
+    y.mul_(2)
+    return y.sum()
+
+
+def test_a_trace_input_the_caller_gives_as_none_is_the_callers() -> None:
+    """Thunder's VJP hands None as the gradient of an unused output; update_aliases' backward returns it as it is."""
+    from thunder.core.transforms import grad
+
+    x = torch.randn(2, 2)
+    with audit() as log, installed(STRICT):  # first: Thunder caches the grad rules it makes with the hook in them
+        hooked = grad(thunder.jit(_in_place_on_a_view))(x)
+    plain = grad(thunder.jit(_in_place_on_a_view))(x)
+    torch.testing.assert_close(hooked, plain)
+    torch.testing.assert_close(plain[0], torch.full((2, 2), 2.0))
+    assert log.to_dict()["violations"] == []
+
+
+def _outcome(run: Any) -> str:
+    try:
+        run()
+    except Exception as error:  # noqa: BLE001 - the outcome compared is the exception's type
+        return type(error).__name__
+    return "ok"
+
+
+def test_under_thunder_jit_the_hook_changes_nothing_thunder_does() -> None:
+    """jit(autocast(f)) interprets Thunder's interpret_trace call, and so the hook's own code: what that code read once
+    changed Thunder's names, and a program Thunder 0.2.6 fails on ran (a proxy renamed ``tree``)."""
+    from thunder.transforms.autocast import autocast
+
+    def forward_and_backward() -> None:
+        x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, 2, requires_grad=True)
+        out = thunder.jit(autocast(lambda x, w: (x @ w).relu(), thunder.bfloat16))(x, w)
+        out.sum().backward()
+
+    plain = _outcome(forward_and_backward)
+    with installed(LENIENT), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lenient = _outcome(forward_and_backward)
+    assert lenient == plain
+
+
+def test_a_mapped_interpretation_and_a_hook_left_behind_after_uninstall_are_not_watched() -> None:
+    from safe_tracectx.hooks import compilation as compilations
+
+    trace, a = _trace(claims_an_output_its_symbol_returns=False)
+    with installed(STRICT):
+        hook = trace_interpreter.interpret_trace
+        compilations.start().add(trace)
+        with tracectx(TraceCtx()):  # another function than the symbol runs: its returns are its own
+            assert hook(trace, a, symbol_mapper=lambda bsym: bsym.sym) is None  # type: ignore[no-untyped-call]
+    assert hook is not trace_interpreter.interpret_trace
+    compilations.start().add(trace)  # a grad rule Thunder cached still holds the hook: it only calls Thunder's
+    try:
+        with tracectx(TraceCtx()):
+            assert hook(trace, a) is None  # type: ignore[no-untyped-call]
+    finally:
+        compilations.end()

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
-from thunder.core.interpreter import make_opaque
+from thunder.core.interpreter import is_jitting, make_opaque
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx._support.callsite import find_call_site, is_own_file
@@ -295,16 +295,27 @@ def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
     to run, and is checked as a program that runs as it is, before Thunder evaluates it. ``interpret_trace`` is
     asked for its environment too (and returns what it was asked for): a tensor the trace returns that the
     interpretation bound to None is reported before the caller reads it."""
-    watch_values = getattr(original, "__name__", "") == "interpret_trace" and "with_env" in _parameters(original)
+    if getattr(original, "__name__", "") != "interpret_trace" or "with_env" not in _parameters(original):
 
-    def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
-        _check_interpreted(trace)
-        if not watch_values:
+        def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
+            _check_interpreted(trace)
             return original(trace, *args, **kwargs)
-        asked = kwargs.pop("with_env", False)
-        result, env = original(trace, *args, with_env=True, **kwargs)
-        _check_interpreted_values((trace, env))
-        return (result, env) if asked else result
+
+    else:
+
+        def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
+            _check_interpreted(trace)
+            # Only Python's own run of the trace is watched: under thunder.jit's interpreter (autocast traces a call
+            # of it) this function's code runs interpreted, and what it reads changes which names Thunder gives (a
+            # closure's cell did); with a symbol_mapper another function than the symbol runs; once uninstalled (a
+            # grad rule Thunder cached holds this function) nothing is
+            mapped = kwargs.get("symbol_mapper") is not None
+            if not _replaced or mapped or is_jitting():  # type: ignore[no-untyped-call]
+                return original(trace, *args, **kwargs)
+            asked = kwargs.pop("with_env", False)
+            result, env = original(trace, *args, with_env=True, **kwargs)
+            _check_interpreted_values((trace, env))
+            return (result, env) if asked else result
 
     interpret.__wrapped__ = original  # type: ignore[attr-defined]
     interpret.__doc__ = original.__doc__
