@@ -141,20 +141,30 @@ def _make_python_callable(original: Callable[..., Any]) -> Callable[..., Any]:
     return python_callable
 
 
+def _new_findings(
+    compilation: compilations.Compilation, what: str, find: Callable[[], list[Violation]]
+) -> list[Violation]:
+    """What ``find`` finds that ``compilation`` has not reported yet and the policy does not switch off, now counted
+    as reported; a bug of ours in ``find`` is said (``what`` it checked) and finds nothing."""
+    try:
+        found = find()
+    except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
+        internal_error(what, error)
+        return []
+    new = [v for v in found if (v.kind, v.name) not in compilation.reported and not switched_off(v.kind)]
+    compilation.reported.update((v.kind, v.name) for v in new)
+    return new
+
+
 def check_about_to_run(
     compilation: compilations.Compilation, trace: TraceCtx, function: Any, *, by_jit: bool = False
 ) -> None:
     """``trace`` is about to run (as ``function``, when Thunder compiled it): its program as it is, and the names
     ``function`` reads; ``by_jit``: thunder.jit made ``function`` to run it, so what it hands Python must be torch's."""
-    try:
-        found = _about_to_run(compilation, trace, function, by_jit=by_jit)
-    except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
-        internal_error(f"the program of {describe_trace(trace)}", error)
-        return
-    new = [v for v in found if (v.kind, v.name) not in compilation.reported and not switched_off(v.kind)]
+    new = _new_findings(compilation, f"the program of {describe_trace(trace)}",
+                        lambda: _about_to_run(compilation, trace, function, by_jit=by_jit))
     if not new:
         return
-    compilation.reported.update((v.kind, v.name) for v in new)
     site = find_call_site()
     made = compilation.step_of(trace)
     fallback = made.culprit if made is not None else ("code generation", f"{type(trace).__module__}.TraceCtx.python_callable")
@@ -267,15 +277,10 @@ def _check_values(trace: Any, env: dict[Any, Any]) -> None:
     compilation = compilations.current()
     if compilation is None or not isinstance(trace, TraceCtx):
         return
-    try:
-        found = unbound_returned_tensors(trace, env)
-    except Exception as error:  # noqa: BLE001 - a bug of ours never stops the user's program
-        internal_error(f"what interpreting {describe_trace(trace)} returns", error)
-        return
-    new = [v for v in found if (v.kind, v.name) not in compilation.reported and not switched_off(v.kind)]
+    new = _new_findings(compilation, f"what interpreting {describe_trace(trace)} returns",
+                        lambda: unbound_returned_tensors(trace, env))
     if not new:
         return
-    compilation.reported.update((v.kind, v.name) for v in new)
     made = compilation.step_of(trace)  # the pass or step that made the trace, said in the message
     fallback = ("interpretation", "thunder.core.trace_interpreter.interpret_trace")
     site = find_call_site(skip_thunder=True)
