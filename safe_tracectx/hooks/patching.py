@@ -27,7 +27,8 @@ from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracec
 from safe_tracectx.hooks.naming import make_naming_hook
 from safe_tracectx.hooks.passes import hook_classes, hooked_classes, unhook_classes, wrap_pass, wrap_phase
 from safe_tracectx.hooks.runs import DECLARED
-from safe_tracectx.hooks.steps import hook_methods, make_interpreter_hook, unhook_methods
+from safe_tracectx.hooks.interpretation import make_interpreter_hook
+from safe_tracectx.hooks.steps import hook_methods, unhook_methods
 from safe_tracectx.hooks.substitution import hook_substitution, unhook_substitution
 from safe_tracectx.hooks.symbol_calls import make_symbol_tracectx
 from safe_tracectx.hooks.thunderfx import wrap_splitter

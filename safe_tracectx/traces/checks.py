@@ -237,16 +237,11 @@ def _same_variable(bsym: Any, proxy: Proxy, reads: tuple[Proxy, ...], program: P
         # names one value, whichever tensor's shape gives it again; a parameter of the trace only from a tensor whose
         # shape holds it (the prologue unpacked it from there: `(i0, i1) = prims.shape(x)` of `computation(x, i0,
         # i1)`), not from another tensor's, whose length it would then hold
-        return first is not None or any(_dimension_named(p, proxy.name) for p in reads)
+        return first is not None or any(getattr(d, "name", None) == proxy.name for p in reads
+                                        for d in (getattr(p, "_shape", None) or ()))
     if first is None or getattr(first, "sym", None) is None:
         return False
     return bool(first.sym.id == bsym.sym.id and [p.name for p in proxy_args(first)] == [p.name for p in reads])
-
-
-def _dimension_named(tensor: Any, name: str) -> bool:
-    """Whether one of ``tensor``'s dimensions is the symbolic number ``name``."""
-    shape = getattr(tensor, "_shape", None)
-    return isinstance(shape, (tuple, list)) and any(getattr(d, "name", None) == name for d in shape)
 
 
 def _check_region(region: Any, index: int, add: Any) -> None:
