@@ -16,13 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from types import FrameType
 from typing import NamedTuple
 
 __all__ = [
-    "CallSite", "SiteKey", "display_path", "find_call_site", "find_frame", "find_site_key", "is_own_file", "thunder_root",
-    "user_definition",
+    "CallSite", "SiteKey", "calling_code", "display_path", "find_call_site", "find_frame", "find_site_key", "is_own_file",
+    "thunder_root", "user_definition",
 ]  # fmt: skip
 
 #: The package's folder (this module is in its ``_support/``): every module of it is machinery.
@@ -92,6 +92,33 @@ def _thunder_machinery() -> frozenset[str]:
 def is_own_file(filename: str) -> bool:
     """``filename`` is one of this package's: its frames are machinery, never a call site or the program's."""
     return filename.startswith(_PACKAGE_DIR)
+
+
+def calling_code(
+    frame: FrameType | None, through: Container[str], *, own_stops: bool = False, through_constructors: bool = False
+) -> tuple[str, str] | None:
+    """(``module.qualname``, ``qualname``) of the first function, walking out from ``frame``, whose module is not
+    in ``through`` (machinery that acts for its caller), skipping this package's frames, or, with ``own_stops``,
+    giving None at the first of them (this package acted for itself). With ``through_constructors`` an
+    ``__init__`` is looked through too (a constructor builds for whoever constructs it).
+
+    >>> import sys
+    >>> def asker():
+    ...     return calling_code(sys._getframe(), through=())
+    >>> asker()[1]
+    'asker'
+    """
+    while frame is not None:
+        code = frame.f_code
+        if is_own_file(code.co_filename):
+            if own_stops:
+                return None
+        else:
+            module = str(frame.f_globals.get("__name__", "?"))
+            if module not in through and not (through_constructors and code.co_name == "__init__"):
+                return f"{module}.{code.co_qualname}", code.co_qualname
+        frame = frame.f_back
+    return None
 
 
 def _skipped(filename: str, *, skip_thunder: bool) -> bool:

@@ -24,7 +24,7 @@ from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.reporting import culprit_error, report_all
-from safe_tracectx.hooks.steps import _check_interpreted, _new_findings, _opaque, _replaced
+from safe_tracectx.hooks.steps import check_interpreted, new_findings, opaque, replaced_methods
 from safe_tracectx.traces.interpreted import unbound_returned_tensors
 
 __all__ = ["make_interpreter_hook"]
@@ -42,7 +42,7 @@ def _check_values(trace: Any, env: dict[Any, Any]) -> None:
     compilation = compilations.current()
     if compilation is None or not isinstance(trace, TraceCtx):
         return
-    new = _new_findings(compilation, f"what interpreting {describe_trace(trace)} returns",
+    new = new_findings(compilation, f"what interpreting {describe_trace(trace)} returns",
                         lambda: unbound_returned_tensors(trace, env))
     if not new:
         return
@@ -57,7 +57,7 @@ def _check_interpretation(done: tuple[Any, dict[Any, Any]]) -> None:
     _check_values(*done)
 
 
-_check_interpreted_values = _opaque(_check_interpretation)
+_check_interpreted_values = opaque(_check_interpretation)
 
 
 def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,19 +68,19 @@ def make_interpreter_hook(original: Callable[..., Any]) -> Callable[..., Any]:
     if getattr(original, "__name__", "") != "interpret_trace" or "with_env" not in _parameters(original):
 
         def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
-            _check_interpreted(trace)
+            check_interpreted(trace)
             return original(trace, *args, **kwargs)
 
     else:
 
         def interpret(trace: Any, *args: Any, **kwargs: Any) -> Any:
-            _check_interpreted(trace)
+            check_interpreted(trace)
             # Only Python's own run of the trace is watched: under thunder.jit's interpreter (autocast traces a call
             # of it) this function's code runs interpreted, and what it reads changes which names Thunder gives (a
             # closure's cell did); with a symbol_mapper another function than the symbol runs; once uninstalled (a
             # grad rule Thunder cached holds this function) nothing is
             mapped = kwargs.get("symbol_mapper") is not None
-            if not _replaced or mapped or is_jitting():  # type: ignore[no-untyped-call]
+            if not replaced_methods or mapped or is_jitting():  # type: ignore[no-untyped-call]
                 return original(trace, *args, **kwargs)
             asked = kwargs.pop("with_env", False)
             result, env = original(trace, *args, with_env=True, **kwargs)

@@ -22,7 +22,7 @@ from typing import Any, Final
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx._support import events
-from safe_tracectx._support.callsite import find_call_site, find_frame, is_own_file
+from safe_tracectx._support.callsite import calling_code, find_call_site, find_frame
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.context.lookup import on_missing_trace
@@ -75,16 +75,14 @@ def _to_report(asker: str | None) -> bool:
     return _thunders(asker) != _HINTS
 
 
+#: Modules whose frames ask for a name on their caller's behalf (the proxy constructors, the trace interpreter).
+_ON_BEHALF: Final = ("thunder.core.proxies", "thunder.core.trace_interpreter")
+
+
 def _asker(frame: FrameType | None) -> str | None:
     """``module.qualname`` of the code that asked for the name (past Thunder's proxy constructors)."""
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", "?"))
-        if module not in ("thunder.core.proxies", "thunder.core.trace_interpreter") and not is_own_file(
-            frame.f_code.co_filename
-        ):
-            return f"{module}.{frame.f_code.co_qualname}"
-        frame = frame.f_back
-    return None
+    code = calling_code(frame, _ON_BEHALF)
+    return None if code is None else code[0]
 
 
 def _report_name(trace: object, name: str, made: str | None, asker: str | None) -> None:

@@ -37,7 +37,7 @@ from typing import Any, Final
 from thunder.core.interpreter import make_opaque
 from thunder.core.trace import TraceCtx
 
-from safe_tracectx._support.callsite import find_call_site, is_own_file
+from safe_tracectx._support.callsite import calling_code, find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.hooks import compilation as compilations
@@ -48,10 +48,13 @@ from safe_tracectx.traces.checks import Violation, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
 from safe_tracectx.traces.torch_values import untranslated_values
 
-__all__ = ["check_about_to_run", "hook_methods", "hooked_methods", "unhook_methods"]
+__all__ = [
+    "check_about_to_run", "check_interpreted", "hook_methods", "hooked_methods", "new_findings", "opaque", "replaced_methods",
+    "unhook_methods",
+]  # fmt: skip
 
 #: (name, original) of each TraceCtx method replaced now.
-_replaced: Final[list[tuple[str, Any]]] = []
+replaced_methods: Final[list[tuple[str, Any]]] = []
 #: Modules whose frames make no step of their own (they build traces for someone else).
 #: ``from_trace``, and the trace interpreters a pass subclasses to build its trace (the pass is the maker).
 _LOOK_THROUGH: Final = ("thunder.core.trace", "thunder.core.trace_interpreter")
@@ -59,15 +62,7 @@ _LOOK_THROUGH: Final = ("thunder.core.trace", "thunder.core.trace_interpreter")
 
 def _maker(frame: FrameType | None) -> tuple[str, str] | None:
     """(``module.qualname``, ``qualname``) of the function that made a trace (None: this package made it, for itself)."""
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", "?"))
-        if is_own_file(frame.f_code.co_filename):
-            return None
-        # A constructor (a trace interpreter's, a processor's) builds its trace for whoever constructs it.
-        if module not in _LOOK_THROUGH and frame.f_code.co_name != "__init__":
-            return f"{module}.{frame.f_code.co_qualname}", frame.f_code.co_qualname
-        frame = frame.f_back
-    return None
+    return calling_code(frame, _LOOK_THROUGH, own_stops=True, through_constructors=True)
 
 
 def _within() -> str | None:
@@ -139,7 +134,7 @@ def _make_python_callable(original: Callable[..., Any]) -> Callable[..., Any]:
     return python_callable
 
 
-def _new_findings(
+def new_findings(
     compilation: compilations.Compilation, what: str, find: Callable[[], list[Violation]]
 ) -> list[Violation]:
     """What ``find`` finds that ``compilation`` has not reported yet and the policy does not switch off, now counted
@@ -159,7 +154,7 @@ def check_about_to_run(
 ) -> None:
     """``trace`` is about to run (as ``function``, when Thunder compiled it): its program as it is, and the names
     ``function`` reads; ``by_jit``: thunder.jit made ``function`` to run it, so what it hands Python must be torch's."""
-    new = _new_findings(compilation, f"the program of {describe_trace(trace)}",
+    new = new_findings(compilation, f"the program of {describe_trace(trace)}",
                         lambda: _about_to_run(compilation, trace, function, by_jit=by_jit))
     if not new:
         return
@@ -259,8 +254,8 @@ def _check_evaluated(trace: Any) -> None:
 
 
 # A function thunder.jit traces may call eval_trace: the jit traces Thunder's evaluation, never this check.
-_opaque: Callable[[Callable[[Any], None]], Callable[[Any], None]] = make_opaque
-_check_interpreted = _opaque(_check_evaluated)
+opaque: Callable[[Callable[[Any], None]], Callable[[Any], None]] = make_opaque
+check_interpreted = opaque(_check_evaluated)
 
 
 _HOOKS: Final[dict[str, Callable[[Any], Any]]] = {
@@ -272,7 +267,7 @@ _HOOKS: Final[dict[str, Callable[[Any], Any]]] = {
 
 def hook_methods() -> None:
     """Replace the three methods on ``TraceCtx`` (once: a second call changes nothing)."""
-    if _replaced:
+    if replaced_methods:
         return
     for name, make in _HOOKS.items():
         original = TraceCtx.__dict__[name]
@@ -280,17 +275,17 @@ def hook_methods() -> None:
         replacement.__wrapped__ = original
         replacement.__doc__ = original.__doc__
         setattr(TraceCtx, name, replacement)
-        _replaced.append((name, original))
+        replaced_methods.append((name, original))
 
 
 def unhook_methods() -> None:
     """Put the original methods back."""
-    while _replaced:
-        name, original = _replaced.pop()
+    while replaced_methods:
+        name, original = replaced_methods.pop()
         setattr(TraceCtx, name, original)
 
 
 def hooked_methods() -> list[str]:
     """The ``TraceCtx`` methods replaced now."""
-    return [name for name, _ in _replaced]
+    return [name for name, _ in replaced_methods]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
-from safe_tracectx._support.callsite import find_call_site, is_own_file
+from safe_tracectx._support.callsite import calling_code, find_call_site
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.errors import TraceContextError
@@ -50,13 +50,8 @@ _MOST_ITEMS: Final = 10_000
 def _caller(frame: FrameType | None) -> tuple[str, str] | None:
     """(label, ``module.qualname``) of the code that called the symbol, past the proxy and language-context
     machinery."""
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", "?"))
-        if module not in _MACHINERY and not is_own_file(frame.f_code.co_filename):
-            qualname = f"{module}.{frame.f_code.co_qualname}"
-            return step_label(None, qualname, frame.f_code.co_qualname), qualname
-        frame = frame.f_back
-    return None
+    code = calling_code(frame, _MACHINERY)
+    return None if code is None else (step_label(None, *code), code[0])
 
 
 def _proxy_names(args: Any, kwargs: Any) -> list[str]:
