@@ -62,6 +62,7 @@ TraceCheck = Literal[
     "name-taken",
     "symbol-outside-trace",
     "unreturned-output",
+    "grad-mode-lost",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -144,6 +145,11 @@ FIXES: Final[dict[str, str]] = {
     "unreturned-output": "give a bound symbol only the outputs its symbol's call returns: a pass that adds an output to "
     "a bound symbol (bsym.from_bsym(output=...)) must use a symbol that returns it (an in-place symbol returns its "
     "result, as ltorch.setitem_ does since #2397's fix), or leave the output to the subsymbol that computes it",
+    "grad-mode-lost": "make the jitted call return with PyTorch's grad mode as its program left it, on every call: "
+    "apply the compile data's mode when the call returns (torch.set_grad_enabled(cd.is_grad_enabled), Thunder's fix "
+    "of #2499) and keep the mode a program leaves with its cache entry, which a call served from the cache does "
+    "not update; in your own code, restore the mode inside the jitted function (`with torch.no_grad():` rather "
+    "than torch.set_grad_enabled(False))",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

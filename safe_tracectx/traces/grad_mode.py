@@ -39,7 +39,7 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["Retagging", "detached_across", "detached_under_grad", "meta_definer"]
+__all__ = ["Retagging", "detached_across", "detached_under_grad", "meta_definer", "mode_left"]
 
 #: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
 _MARKER: Final = "set_grad_enabled"
@@ -70,6 +70,25 @@ def _marker_mode(bsym: Any) -> bool | None:
     """The grad mode a marker sets (None: not a plain bool, the mode cannot be followed past it)."""
     enabled = bsym.args[0] if bsym.args else bsym.kwargs.get("enabled")
     return enabled if type(enabled) is bool else None
+
+
+def mode_left(trace: Any, *, grad_enabled: bool) -> tuple[bool | None, Any]:
+    """(the grad mode ``trace``'s program leaves PyTorch in when it starts in ``grad_enabled``, the last grad-mode
+    marker that set it): the mode is None past a marker whose mode is no plain bool; the marker is None when
+    there is none. Reads only::
+
+        >>> from thunder.core.trace import TraceCtx
+        >>> mode_left(TraceCtx(), grad_enabled=True)
+        (True, None)
+    """
+    mode: bool | None = grad_enabled
+    last = None
+    for bsym in trace.bound_symbols:
+        if getattr(bsym.sym, "id", None) == _MARKER:
+            mode, last = _marker_mode(bsym), bsym
+            if mode is None:
+                return None, last
+    return mode, last
 
 
 def meta_definer(bsym: Any) -> tuple[str, str] | None:

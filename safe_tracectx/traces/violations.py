@@ -48,6 +48,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "dtype-changed-by-substitution": BrokenTraceError,
     "symbol-outside-trace": SymbolOutsideTraceError,
     "unreturned-output": BrokenTraceError,
+    "grad-mode-lost": BrokenTraceError,
 }
 
 

@@ -1,0 +1,164 @@
+"""grad-mode-lost: a jitted call returns with PyTorch's grad mode other than the one its program leaves (#2499's class).
+
+Thunder follows ``torch.set_grad_enabled`` inside a jitted function in its compile data
+only. Before #2499 no call applied it; on 0.2.6 the compiling call does, a call served from
+the cache does not. Plain Thunder is the oracle here: each test first runs the function
+without safe-tracectx and compares PyTorch's grad mode after each call with eager's.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from safe_tracectx import LENIENT, STRICT, BrokenTraceError, TraceContextWarning, use_policy
+from safe_tracectx.hooks import audit, installed
+from safe_tracectx.hooks.call_grad_mode import watched
+from safe_tracectx.policy import AUDIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+    from thunder.common import CompileStats
+
+CULPRIT = ("thunder.jit's call", "thunder.jit.<locals>.fn_")
+
+
+@pytest.fixture(autouse=True)
+def grad_enabled_after() -> Iterator[None]:
+    yield
+    torch.set_grad_enabled(True)
+
+
+def turns_grad_off(x: torch.Tensor) -> torch.Tensor:
+    y = x.sin()
+    torch.set_grad_enabled(False)
+    return y * 2
+
+
+def turns_grad_off_by_hand(x: torch.Tensor) -> torch.Tensor:
+    flag = torch._C._set_grad_enabled(False)  # type: ignore[func-returns-value]  # noqa: F841 - the variable named
+    return x * 2
+
+
+def restores_grad(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        y = x.sin()
+    torch.set_grad_enabled(False)
+    torch.set_grad_enabled(True)
+    return x.cos() + y
+
+
+def _stats(jitted: Any) -> Any:
+    """The CompileStats of a jitted function (``thunder.compile_stats``)."""
+    return jitted._lc_cs
+
+
+def _modes_after(jitted: Callable[[torch.Tensor], Any], calls: int) -> list[bool]:
+    """PyTorch's grad mode after each of ``calls`` calls, each made with grad enabled."""
+    x = torch.randn(3, requires_grad=True)
+    modes = []
+    for _ in range(calls):
+        torch.set_grad_enabled(True)
+        jitted(x)
+        modes.append(torch.is_grad_enabled())
+    return modes
+
+
+def _first_lost(function: Callable[[torch.Tensor], Any], calls: int) -> int:
+    """The index of the first call after which plain Thunder's grad mode is not eager's."""
+    eager = _modes_after(function, 1)[0]
+    lost = [i for i, mode in enumerate(_modes_after(thunder.jit(function), calls)) if mode != eager]
+    assert lost, "plain Thunder keeps eager's grad mode here: nothing to catch"
+    return lost[0]
+
+
+def test_strict_raises_at_the_first_call_that_returns_with_another_mode_than_eager() -> None:
+    first = _first_lost(turns_grad_off, 3)  # 0 before Thunder's fix of #2499, 1 on 0.2.6 and main (the cache)
+    jitted = thunder.jit(turns_grad_off)
+    x = torch.randn(3, requires_grad=True)
+    with installed(STRICT):
+        for _ in range(first):
+            torch.set_grad_enabled(True)
+            jitted(x)
+        torch.set_grad_enabled(True)
+        with pytest.raises(BrokenTraceError) as info:
+            jitted(x)
+        assert torch.is_grad_enabled()  # as Thunder left it: the check reads, it does not set
+    error = info.value
+    assert error.kind == "grad-mode-lost" and error.culprit == CULPRIT and error.names == ()
+    assert "the jitted call of turns_grad_off returns with PyTorch's grad mode enabled" in error.message
+    assert "its program leaves it disabled" in error.message
+    assert ("served from Thunder's cache" if first else "the call that compiled it") in error.message
+    assert "torch._C._set_grad_enabled(False), called by torch's grad-mode API" in error.message
+    assert "cd.is_grad_enabled" in error.fix and error.site is not None and error.site.filename == __file__
+
+
+def test_the_audit_records_it_once_per_program_over_many_calls() -> None:
+    first = _first_lost(turns_grad_off, 3)
+    jitted = thunder.jit(turns_grad_off)
+    with audit() as log, use_policy(AUDIT):
+        modes = _modes_after(jitted, 5)
+    assert modes == [False] * first + [True] * (5 - first)  # what Thunder does, unchanged
+    (violation,) = log.to_dict()["violations"]
+    assert violation["kind"] == "grad-mode-lost" and violation["culprit"] == "thunder.jit's call (thunder.jit.<locals>.fn_)"
+
+
+def test_lenient_warns_and_the_check_can_be_switched_off() -> None:
+    _first_lost(turns_grad_off, 3)
+    with installed(LENIENT), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _modes_after(thunder.jit(turns_grad_off), 3)
+    assert [w for w in seen if issubclass(w.category, TraceContextWarning)
+            and "returns with PyTorch's grad mode enabled" in str(w.message)]
+    with installed(STRICT), use_policy(STRICT, grad_mode_lost="off"):
+        _modes_after(thunder.jit(turns_grad_off), 3)  # no error
+
+
+def test_the_variable_of_an_assigning_line_is_named() -> None:
+    first = _first_lost(turns_grad_off_by_hand, 3)
+    jitted = thunder.jit(turns_grad_off_by_hand)
+    with audit() as log, use_policy(AUDIT):
+        _modes_after(jitted, first + 1)
+    (violation,) = log.to_dict()["violations"]
+    assert violation["names"] == ["flag"]
+    assert "`flag = torch._C._set_grad_enabled(False)" in violation["message"]
+
+
+def test_a_program_that_restores_the_mode_is_not_watched() -> None:
+    assert _modes_after(thunder.jit(restores_grad), 2) == [True, True]
+    jitted = thunder.jit(restores_grad)
+    with audit() as log, use_policy(STRICT):
+        assert _modes_after(jitted, 3) == [True, True, True]
+        assert type(_stats(jitted)) is CompileStats and watched() == 0
+    assert log.to_dict()["violations"] == []
+
+
+def test_a_call_made_with_grad_disabled_runs_an_entry_of_its_own() -> None:
+    """Called with grad disabled, the program leaves it disabled: nothing changes, nothing is watched for it."""
+    jitted = thunder.jit(turns_grad_off)
+    x = torch.randn(3)
+    with installed(STRICT):
+        for _ in range(3):
+            with torch.no_grad():
+                jitted(x)
+                assert not torch.is_grad_enabled()
+        assert watched() == 0
+
+
+def test_uninstalling_gives_the_compile_stats_their_class_back() -> None:
+    jitted = thunder.jit(turns_grad_off)
+    with installed(AUDIT):
+        _modes_after(jitted, 1)
+        assert type(_stats(jitted)) is not CompileStats and isinstance(_stats(jitted), CompileStats)
+        assert watched() == 1
+    stats = _stats(jitted)
+    assert type(stats) is CompileStats and watched() == 0
+    assert stats.last_computation is not None  # what Thunder stored is still there
+    with audit() as log:  # an audit of its own (hooks installed anew): the old watch is gone, a new one begins
+        _modes_after(jitted, 1)
+    assert all(v["kind"] != "grad-mode-lost" or v["culprit"] == "thunder.jit's call (thunder.jit.<locals>.fn_)" for v in log.to_dict()["violations"])
