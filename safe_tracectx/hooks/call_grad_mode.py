@@ -7,11 +7,15 @@ split whose ``no_grad`` region ends in another partition left grad disabled); si
 the call applies the compile data's mode, which only a compiling call updates, so a call
 served from the cache leaves the mode it was called in.
 
-A function whose program changes the mode (its interpreted trace's grad-mode markers end
-in another mode than it started in) is watched at the end of each of its calls, at
-Thunder's last statement of the call (``cs.last_computation = ...``: its ``CompileStats``
-object gets a class with a property there). A function that does not change it costs
-nothing::
+What the program leaves is read from the grad-mode markers of the trace the interpretation
+makes (its top-level ``set_grad_enabled`` symbols, eager's order of events), and watched
+only where Thunder's compile data agrees: a change made inside a higher-order function
+(an ``autograd.Function``'s forward, a checkpoint) shows in the one and not in the other,
+and whether eager keeps it depends on the function. A function whose program changes the
+mode is watched at the end of each call made while the hooks are installed, at Thunder's
+last statement of the call (``cs.last_computation = ...``: its ``CompileStats`` object gets a
+subclass with a property there); of a ThunderFX split, only the last module (the modules
+after a partition set their own mode). A function that does not change it costs nothing::
 
     >>> from safe_tracectx.hooks.call_grad_mode import watched
     >>> watched()
@@ -21,21 +25,24 @@ nothing::
 from __future__ import annotations
 
 import ast
+import copyreg
 import linecache
 import os
 import sys
 import threading
 import weakref
+from types import FrameType
 from typing import Any, Final
 
 import torch
 
+from safe_tracectx._support.callsite import CallSite, find_call_site
 from safe_tracectx.hooks.reporting import internal_error
 from safe_tracectx.policy.actions import act
 from safe_tracectx.traces.grad_mode import mode_left
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["unwatch_all", "watch", "watched"]
+__all__ = ["unwatch_all", "watch", "watch_all", "watched"]
 
 #: Thunder's wrapper of a jitted function, the code that leaves PyTorch's grad mode as it is after the call.
 _CULPRIT: Final = ("thunder.jit's call", "thunder.jit.<locals>.fn_")
@@ -44,28 +51,34 @@ _CULPRIT: Final = ("thunder.jit's call", "thunder.jit.<locals>.fn_")
 class _Expected:
     """What one compiled program leaves the grad mode at, and the marker that set it (said in the report)."""
 
-    __slots__ = ("mode", "said", "names", "reported")
+    __slots__ = ("mode", "said", "names", "what", "calls", "reported")
 
-    def __init__(self, mode: bool, said: str, names: tuple[str, ...]) -> None:
-        self.mode, self.said, self.names, self.reported = mode, said, names, False
+    def __init__(self, mode: bool, said: str, names: tuple[str, ...], what: str | None, calls: object) -> None:
+        self.mode, self.said, self.names, self.what = mode, said, names, what
+        #: The CompileStats' call count when it was compiled (the call that compiled it has that count at its end).
+        self.calls = calls
+        self.reported = False
 
 
-#: Per watched CompileStats: the prologue of each of its cache entries -> what the entry's program leaves (weak: they
-#: go with the cache).
-_programs: Final[weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Any, _Expected]]] = (
-    weakref.WeakKeyDictionary()
-)
-#: (id of the CompileStats, thread) -> (compilation, expectation) of the compile running there: the cache entry it
-#: makes is known only when the call sets ``last_computation``.
-_pending: Final[dict[tuple[int, int], tuple[Any, _Expected]]] = {}
+#: The trace each compiled program's interpretation made (the first of its cache entry's computation traces) ->
+#: what that program leaves (weak: they go with Thunder's cache). Kept across installations.
+_programs: Final[weakref.WeakKeyDictionary[Any, _Expected]] = weakref.WeakKeyDictionary()
+#: The CompileStats of each function with such a program (their class is swapped while installed).
+_stats: Final[weakref.WeakSet[Any]] = weakref.WeakSet()
 #: Each CompileStats class -> its watched subclass.
 _subclasses: Final[dict[type, type]] = {}
-_lock: Final = threading.Lock()
+_lock: Final = threading.RLock()
+#: How pickle and copy make an object of a class without calling its __init__ (protocol 2's ``copyreg.__newobj__``).
+_NEW_OBJECT: Final = getattr(copyreg, "__newobj__")
+#: Whether the hooks are installed (set by ``watch_all``/``unwatch_all``): a compile that ends after the hooks were
+#: removed watches nothing.
+_active = False
 
 
 def watched() -> int:
     """How many jitted functions are watched now."""
-    return len(_programs)
+    with _lock:
+        return sum(1 for stats in _stats if type(stats) in _subclasses.values()) if _active else 0
 
 
 def _marker_text(marker: Any) -> tuple[str, tuple[str, ...]]:
@@ -91,9 +104,10 @@ def _marker_text(marker: Any) -> tuple[str, tuple[str, ...]]:
     return f"`{line}` ({filename}:{lineno})", names
 
 
-def watch(compilation: Any, traces: list[Any]) -> None:
+def watch(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None = None) -> None:
     """The interpretation of ``compilation`` made ``traces``: if its program leaves another grad mode than it
-    was called in, its jitted function is watched from the end of this call on."""
+    was called in, its jitted function is watched from the end of this call on. ``thunderfx``: the split
+    module it compiles, if a ThunderFX splitter made it."""
     start = getattr(compilation, "grad_enabled", None)
     if type(start) is not bool:
         return
@@ -103,20 +117,35 @@ def watch(compilation: Any, traces: list[Any]) -> None:
             break
     else:
         return
-    if mode is None or mode == start:
+    if not isinstance(mode, bool) or mode == start:
         return
+    if thunderfx is not None and thunderfx.get("modules", [None])[-1] != thunderfx.get("split"):
+        return  # the split's later modules set the mode they run in: only the last one's reaches the caller
     from thunder.core import compile_data
 
     variable = getattr(compile_data, "_compile_data", None)  # (cd, cs) of the compile running
-    stats = variable.get()[1] if variable is not None else None
-    if stats is None or not hasattr(stats, "last_computation"):
-        return
+    data, stats = variable.get() if variable is not None else (None, None)
+    followed = getattr(data, "is_grad_enabled", None)
+    if type(followed) is not bool or followed != mode or not hasattr(stats, "last_computation"):
+        return  # Thunder's compile data does not agree with the markers: a change inside a higher-order function
     said, names = _marker_text(marker)
+    what = None if thunderfx is None else (
+        f"the ThunderFX split module {thunderfx.get('split')} (of FX graph {thunderfx.get('graph')})")
     with _lock:
-        _pending[(id(stats), threading.get_ident())] = (compilation, _Expected(mode, said, names))
-        if _programs.get(stats) is None:
-            _programs[stats] = weakref.WeakKeyDictionary()
-            stats.__class__ = _watched_class(type(stats))
+        if not _active:
+            return
+        try:
+            _programs[trace] = _Expected(mode, said, names, what, getattr(stats, "calls", None))
+        except TypeError:  # a trace that takes no weak reference: not watched
+            return
+        _stats.add(stats)
+        _swap(stats)
+
+
+def _swap(stats: Any) -> None:
+    base = type(stats)
+    if base not in _subclasses.values():
+        stats.__class__ = _watched_class(base)
 
 
 def _watched_class(base: type) -> type:
@@ -128,82 +157,101 @@ def _watched_class(base: type) -> type:
 
         def set_(self: Any, value: Any) -> None:
             self.__dict__["last_computation"] = value
-            # the entry of Thunder's cache the call ran (its computation function is wrapped anew per call)
-            local = sys._getframe(1).f_locals
-            entry, function = local.get("cache_entry"), local.get("fn")
-            name = getattr(function, "__qualname__", None) or f"a {type(function).__name__}"
-            _called(self, getattr(entry, "prologue_fn", None), name)
+            if _active:  # the cache entry the call ran, and what it compiled (the caller is Thunder's call wrapper)
+                local = sys._getframe(1).f_locals
+                _called(self, local.get("cache_entry"), local.get("fn"))
+
+        def __reduce_ex__(self: Any, protocol: Any) -> Any:
+            return _NEW_OBJECT, (base,), dict(self.__dict__)  # copied and pickled as Thunder's own class
 
         subclass = _subclasses[base] = type(base.__name__, (base,), {
             "__module__": base.__module__, "__qualname__": base.__qualname__, "__slots__": (),
-            "last_computation": property(get, set_),
+            "last_computation": property(get, set_), "__reduce_ex__": __reduce_ex__,
         })
     return subclass
 
 
-def _called(stats: Any, entry: Any, function: str) -> None:
-    """A call of a watched function ends, having run the cache entry whose prologue is ``entry``: PyTorch's grad
-    mode against what its program leaves."""
+def _called(stats: Any, entry: Any, function: Any) -> None:
+    """A call of a watched function ends, having run cache entry ``entry`` of ``function``: PyTorch's grad mode
+    against what the entry's program leaves."""
     try:
-        expected, compiled = _expectation(stats, entry)
+        traces = getattr(entry, "computation_traces", None)
+        expected = _programs.get(traces[0]) if traces else None
         if expected is None or expected.reported or torch.is_grad_enabled() == expected.mode:
             return
         expected.reported = True  # once per program: a loop of calls says it once
-        error = _error(function, expected, compiled)
+        calls = getattr(stats, "calls", None)
+        compiled = None if expected.calls is None or calls is None else calls == expected.calls
+        error = _error(expected.what or _describe(function), expected, compiled)
     except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
         internal_error("the grad mode a jitted call leaves", bug)
         return
     act(error)
 
 
-def _expectation(stats: Any, entry: Any) -> tuple[_Expected | None, bool]:
-    """(what the program of the entry leaves, whether this call compiled it)."""
-    from safe_tracectx.hooks import compilation as compilations
-
-    programs = _programs.get(stats)
-    pending = _pending.pop((id(stats), threading.get_ident()), None)
-    if programs is None or entry is None:
-        return None, False
-    if pending is not None and pending[0] is compilations.current():  # this call compiled it
-        try:
-            programs[entry] = pending[1]
-        except TypeError:  # an entry that takes no weak reference is watched on this call only
-            pass
-        return pending[1], True
-    try:
-        return programs.get(entry), False
-    except TypeError:
-        return None, False
+def _describe(function: Any) -> str:
+    if isinstance(function, torch.nn.Module):
+        return f"the module {type(function).__qualname__}"
+    return getattr(function, "__qualname__", None) or f"a {type(function).__name__}"
 
 
-def _error(function: str, expected: _Expected, compiled: bool) -> Any:
-    from safe_tracectx._support.callsite import find_call_site
+def _user_site() -> CallSite | None:
+    """The user's line that made the call: past Thunder, this package and torch (a ThunderFX split module is called
+    by Dynamo's frames and ``nn.Module.__call__``)."""
+    torch_files = (os.path.dirname(torch.__file__) + os.sep, "<eval_with_key>")  # torch's, and FX's generated code
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        site = find_call_site(skip_thunder=True, frame=frame)
+        if site is None or not site.filename.startswith(torch_files):
+            return site
+        while frame is not None and frame.f_code.co_filename != site.filename:
+            frame = frame.f_back
+        while frame is not None and frame.f_code.co_filename.startswith(torch_files):
+            frame = frame.f_back
+    return None
 
+
+def _error(what: str, expected: _Expected, compiled: bool | None) -> Any:
     mode = "enabled" if expected.mode else "disabled"
     now = "disabled" if expected.mode else "enabled"
-    call = ("the call that compiled it" if compiled else
-            "a call served from Thunder's cache (whose compile data holds the mode the call was made in, not the one "
-            "the program leaves)")
+    call = {
+        True: "the call that compiled it returns without it",
+        False: "a call served from Thunder's cache returns without it (its compile data holds the mode the call was "
+        "made in, not the one the program leaves)",
+        None: "the call returns without it",
+    }[compiled]
     violation = Violation(
         "grad-mode-lost", expected.names[0] if expected.names else "grad mode",
-        f"the jitted call of {function} returns with PyTorch's grad mode {now}, but its program leaves it {mode}, "
+        f"the jitted call of {what} returns with PyTorch's grad mode {now}, but its program leaves it {mode}, "
         f"as eager PyTorch would: its last grad-mode change is {expected.said}. Thunder followed the change in its "
-        f"compile data only, and {call} returns without it, so what runs next runs with grad {now}: it computes "
+        f"compile data only, and {call}, so what runs next runs with grad {now}: it computes "
         "something else (no autograd graph where one is wanted, or one recorded where the program turned it off)",
         "when the jitted call returns", culprit=_CULPRIT,
     )
-    error = violation.to_error(find_call_site(skip_thunder=True))
+    error = violation.to_error(_user_site())
     error.names = expected.names
     return error
 
 
-def unwatch_all() -> None:
-    """Every watched function's CompileStats gets its own class back (the hooks are removed)."""
+def watch_all() -> None:
+    """The hooks are installed: every function watched before (compiled under an earlier installation) is again."""
+    global _active
     with _lock:
-        for stats in list(_programs):
-            original = type(stats).__mro__[1]
-            if type(stats) is _subclasses.get(original):
+        _active = True
+        for stats in list(_stats):
+            _swap(stats)
+        for expected in _programs.values():  # each installation says each program once
+            expected.reported = False
+
+
+def unwatch_all() -> None:
+    """The hooks are removed: every watched function's CompileStats gets its own class back (what each program
+    leaves is kept, weakly, for the next installation)."""
+    global _active
+    with _lock:
+        _active = False
+        for stats in list(_stats):
+            subclass = type(stats)
+            if subclass in _subclasses.values():
                 stats.__dict__.setdefault("last_computation", None)
-                stats.__class__ = original
-        _programs.clear()
-        _pending.clear()
+                stats.__class__ = subclass.__mro__[1]

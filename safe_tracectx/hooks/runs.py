@@ -274,7 +274,7 @@ def _found_after(
                 compilation.record_step(trace, run.label, run.qualname, within=None)
         if run.kind == "tracing":  # the interpretation's computation traces: their grad-mode markers are still there
             found += [f for v, t in compilation.detached(outputs, since=run._first_step, maker=run.qualname) for f in _found_in(run, t, [v])]
-            call_grad_mode.watch(compilation, outputs)
+            call_grad_mode.watch(compilation, outputs, run.thunderfx)
         if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):
             found += [f for t in filter(compilations.checked_kind, outputs) for f in _found_in(run, t, swaps.computed_before(resized, t))]
     found += _pair_violations(run, sides)
