@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover - a Thunder older than #1446
     def is_likely_from_collections_namedtuple(x: Any) -> bool:  # type: ignore[misc]
         return False
 
-__all__ = ["proxy_args", "proxy_outs"]
+__all__ = ["plain_shape", "proxy_args", "proxy_outs"]
 
 #: Types Thunder's pytree keeps as leaves that cannot hold a proxy.
 _LEAVES: Final[frozenset[type]] = frozenset({
@@ -154,3 +154,15 @@ def _thunder_flattens(root: Any) -> bool:
     if type(root).__module__.startswith("torch.return_types"):
         return True
     return bool(is_likely_from_collections_namedtuple(root))  # type: ignore[no-untyped-call]
+
+
+def plain_shape(proxy: object) -> tuple[int, ...] | None:
+    """A tensor proxy's shape when every dimension is a plain int (None: symbolic dimensions, or no shape)::
+
+        >>> plain_shape(object()) is None
+        True
+    """
+    shape = getattr(proxy, "_shape", None)
+    if isinstance(shape, tuple | list) and all(type(s) is int for s in shape):
+        return tuple(shape)
+    return None

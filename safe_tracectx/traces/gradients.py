@@ -38,7 +38,7 @@ from typing import Any, Final
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 
-from safe_tracectx.traces.bound_proxies import proxy_args
+from safe_tracectx.traces.bound_proxies import plain_shape, proxy_args
 
 __all__ = ["KIND", "grad_rules", "is_inexact", "mismatch", "mismatches", "pairs", "rule_name"]
 
@@ -86,13 +86,6 @@ def _long(dtype: Any) -> str:
     return str(dtype).removeprefix("thunder.dtypes.").removesuffix("_")
 
 
-def _plain_shape(proxy: TensorProxy) -> tuple[int, ...] | None:
-    shape = getattr(proxy, "_shape", None)
-    if isinstance(shape, tuple | list) and all(type(s) is int for s in shape):
-        return tuple(shape)
-    return None
-
-
 def mismatch(primal: Any, gradient: Any) -> str | None:
     """How ``gradient`` (a tensor proxy) is not ``primal``'s (a tensor proxy) gradient, or None."""
     if not isinstance(primal, TensorProxy) or not isinstance(gradient, TensorProxy) or primal is gradient:
@@ -101,7 +94,7 @@ def mismatch(primal: Any, gradient: Any) -> str | None:
     kind, got = _kind(mine), _kind(theirs)
     if kind is not None and got is not None and kind != got:
         return f"dtype {_long(theirs)} where the primal's is {_long(mine)}"
-    shape, other = _plain_shape(primal), _plain_shape(gradient)
+    shape, other = plain_shape(primal), plain_shape(gradient)
     if shape is not None and other is not None and not _sums_to(other, shape):
         return f"shape {list(other)} where the primal's is {list(shape)}"
     return None

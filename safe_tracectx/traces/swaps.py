@@ -43,7 +43,7 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.pytree import tree_flatten
 
-from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.bound_proxies import plain_shape, proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = [
@@ -63,10 +63,8 @@ def tensor_metadata(proxy: object) -> Metadata | None:
     """(shape, dtype) of a tensor proxy whose shape is all plain ints; None for anything else."""
     if not isinstance(proxy, TensorProxy):
         return None
-    shape = getattr(proxy, "_shape", None)
-    if not isinstance(shape, tuple | list) or not all(type(s) is int for s in shape):
-        return None
-    return tuple(shape), getattr(proxy, "_dtype", None)
+    shape = plain_shape(proxy)
+    return None if shape is None else (shape, getattr(proxy, "_dtype", None))
 
 
 def describe_metadata(metadata: Metadata) -> str:
@@ -129,8 +127,8 @@ def made_for_another_rank(bsym: Any) -> tuple[Proxy, str] | None:
     entries = args[position] if len(args) > position else bsym.kwargs.get(keyword)
     if not isinstance(tensor, TensorProxy) or not isinstance(entries, tuple | list):
         return None
-    shape = getattr(tensor, "_shape", None)
-    if not isinstance(shape, tuple | list) or len(shape) == len(entries) or not all(type(s) is int for s in shape):
+    shape = plain_shape(tensor)
+    if shape is None or len(shape) == len(entries):
         return None  # symbolic dimensions: one element (where any rank gives the same values) cannot be told
     if all(s == 1 for s in shape):  # one element: any rank gives the same values
         return None
