@@ -43,6 +43,12 @@ __all__ = ["Retagging", "detached_across", "detached_under_grad", "meta_definer"
 
 #: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
 _MARKER: Final = "set_grad_enabled"
+#: Thunder's own decorators of a meta, (module, qualname) of their closure: each only sets the language context (or
+#: checks its arguments' types) and calls the function it wraps, which computed the outputs.
+_PASS_THROUGH: Final = frozenset({
+    ("thunder.core.langctxs", "langctx.__call__.<locals>._fn"),
+    ("thunder.torch", "torchsymbol.__call__.<locals>.wrapper"),
+})
 #: Symbols whose outputs need no grad whatever they read (``x.detach()``: Thunder tags nothing, its vjp is none).
 _CUTS: Final = frozenset({"torch.detach"})
 
@@ -92,10 +98,16 @@ def mode_left(trace: Any, *, grad_enabled: bool) -> tuple[bool | None, Any]:
 
 
 def meta_definer(bsym: Any) -> tuple[str, str] | None:
-    """(qualname, ``module.qualname``) of the function that is the symbol's meta, what computed its outputs
-    (its own code, no wrapper looked through: ``functools.wraps`` may point at a generated program); None if
-    the meta is no Python function."""
+    """(qualname, ``module.qualname``) of the function that is the symbol's meta, what computed its outputs: its own
+    code, looked through only Thunder's language-context decorator, which computes nothing (any other wrapper's
+    ``__wrapped__`` may point at a generated program); None if the meta is no Python function."""
     meta = getattr(getattr(bsym, "sym", None), "meta", None)
+    for _ in range(8):
+        inner, code = getattr(meta, "__wrapped__", None), getattr(meta, "__code__", None)
+        if inner is None or code is None or (getattr(meta, "__globals__", {}).get("__name__"), code.co_qualname) \
+                not in _PASS_THROUGH:
+            break
+        meta = inner
     code = getattr(meta, "__code__", None)
     if code is None:
         return None
