@@ -219,3 +219,55 @@ def test_a_call_that_raised_after_compiling_leaves_nothing_for_another_entry() -
         torch.set_grad_enabled(True)
         jitted(a, torch.tensor([1]), True)  # the (a, True) entry: it leaves grad enabled, and so does the call
         assert torch.is_grad_enabled()
+
+
+def flip_grad_mode() -> None:
+    torch.set_grad_enabled(not torch.is_grad_enabled())
+
+
+def flips_twice(x: torch.Tensor) -> torch.Tensor:
+    flip_grad_mode()
+    y = x * 2
+    flip_grad_mode()  # eager: back to the start mode; Thunder reads PyTorch's mode, still the start mode, and flips it off
+    return y
+
+
+def test_a_marker_made_after_the_mode_left_the_start_is_not_taken_for_eagers() -> None:
+    """Inside a jitted function torch.is_grad_enabled() reads PyTorch's mode: the second flip's marker says False where
+    eager's says True. The program's mode is unknown then, and nothing is judged (no false alarm on the calls whose
+    mode is eager's)."""
+    jitted = thunder.jit(flips_twice)
+    with audit() as log, use_policy(STRICT):
+        _modes_after(jitted, 3)  # no error
+        assert type(_stats(jitted)) is CompileStats
+    assert log.to_dict()["violations"] == []
+
+
+def sin_then_off_then_sinc(x: torch.Tensor) -> torch.Tensor:
+    y = x.sin()
+    torch.set_grad_enabled(False)
+    return y.sinc()  # no Thunder sinc: thunder_0 (sin, the mode off), inductor_1 (sinc)
+
+
+def test_a_thunderfx_module_followed_by_what_inductor_compiled_is_judged() -> None:
+    """torch._inductor's module restores the mode it was called in: thunder_0's is the one the caller gets."""
+    from thunder.dynamo import thunderfx
+
+    x = torch.randn(4, requires_grad=True)
+    plain = thunderfx(sin_then_off_then_sinc)
+    modes = []
+    for _ in range(2):
+        torch.set_grad_enabled(True)
+        plain(x)
+        modes.append(torch.is_grad_enabled())
+    assert True in modes, "plain Thunder keeps eager's grad mode (disabled) here: nothing to catch"
+    with audit() as log, use_policy(AUDIT):
+        compiled = thunderfx(sin_then_off_then_sinc)
+        for _ in range(2):
+            torch.set_grad_enabled(True)
+            compiled(x)
+    (violation,) = log.to_dict()["violations"]
+    assert violation["kind"] == "grad-mode-lost" and "the ThunderFX split module thunder_0" in violation["message"]
+    site = violation["site"]  # the user's code (the function Dynamo runs), past torch's frames and FX's generated code
+    assert site is not None and site["file"].endswith("test_call_grad_mode.py")
+    assert site["function"] == "sin_then_off_then_sinc"

@@ -14,8 +14,8 @@ only where Thunder's compile data agrees: a change made inside a higher-order fu
 and whether eager keeps it depends on the function. A function whose program changes the
 mode is watched at the end of each call made while the hooks are installed, at Thunder's
 last statement of the call (``cs.last_computation = ...``: its ``CompileStats`` object gets a
-subclass with a property there); of a ThunderFX split, only the last module (the modules
-after a partition set their own mode). A function that does not change it costs nothing::
+subclass with a property there); of a ThunderFX split, a module only when no module after it
+sets the mode and leaves it set. A function that does not change it costs nothing::
 
     >>> from safe_tracectx.hooks.call_grad_mode import watched
     >>> watched()
@@ -119,8 +119,8 @@ def watch(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None 
         return
     if not isinstance(mode, bool) or mode == start:
         return
-    if thunderfx is not None and thunderfx.get("modules", [None])[-1] != thunderfx.get("split"):
-        return  # the split's later modules set the mode they run in: only the last one's reaches the caller
+    if thunderfx is not None and not _reaches_the_caller(thunderfx):
+        return
     from thunder.core import compile_data
 
     variable = getattr(compile_data, "_compile_data", None)  # (cd, cs) of the compile running
@@ -140,6 +140,16 @@ def watch(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None 
             return
         _stats.add(stats)
         _swap(stats)
+
+
+def _reaches_the_caller(split: dict[str, Any]) -> bool:
+    """Whether the mode a module of a ThunderFX split leaves is the one its caller gets: no module after it sets
+    the mode and leaves it set (what torch._inductor compiled restores the mode it was called in)."""
+    modules, setters = split.get("modules") or [], split.get("mode_setters")
+    name = split.get("split")
+    if setters is None or name not in modules:
+        return False
+    return not set(modules[modules.index(name) + 1 :]) & set(setters)
 
 
 def _swap(stats: Any) -> None:

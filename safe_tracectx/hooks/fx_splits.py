@@ -59,6 +59,21 @@ def _ran_in_pytorch(name: str, module: Any) -> dict[str, Any]:
     return {"module": name, "by": by, "ops": list(dict.fromkeys(map(_op_name, nodes)))}
 
 
+def _sets_grad_mode(module: Any) -> bool:
+    """Whether a module of the split leaves the grad mode its ``_set_grad_enabled`` nodes set to the modules after it
+    (unknown counts as yes). A Thunder module or PyTorch's eager fallback does; what torch._inductor compiled
+    restores the mode it was called in."""
+    import torch
+    import torch.fx
+
+    graph = getattr(module, "graph", None)
+    if graph is None:
+        return True
+    sets = any(n.op == "call_function" and n.target is torch._C._set_grad_enabled for n in graph.nodes)
+    compiled = getattr(module, "_model", None) is None and not isinstance(module, torch.fx.GraphModule)
+    return sets and not compiled
+
+
 def _reason(reason: Any) -> dict[str, Any]:
     kind = getattr(reason, "reason_type", None)
     return {
@@ -71,7 +86,8 @@ def _reason(reason: Any) -> dict[str, Any]:
 def record(result: Any, *, backend: int | None, graph: int | None) -> dict[str, Any] | None:
     """The split the splitter returned (``(split module, SubgraphInfo)``), remembered for its Thunder modules'
     compilations: ``backend`` (the ThunderCompiler's number), ``graph`` (its FX graph's index in that
-    compiler's ``subgraph_infos``), ``modules`` (the split's, in order), ``reasons``, ``pytorch``, ``split``
+    compiler's ``subgraph_infos``), ``modules`` (the split's, in order), ``mode_setters`` (those that leave the grad
+    mode they set to the modules after them), ``reasons``, ``pytorch``, ``split``
     (None here; a compilation's record names its module). None for a result of another shape."""
     if not (isinstance(result, tuple) and len(result) == 2 and hasattr(result[0], "named_children")):
         return None
@@ -81,6 +97,7 @@ def record(result: Any, *, backend: int | None, graph: int | None) -> dict[str, 
         "backend": backend,
         "graph": graph,
         "modules": [name for name, _ in children],
+        "mode_setters": [name for name, module in children if _sets_grad_mode(module)],
         "reasons": [_reason(r) for r in (getattr(info, "split_reasons", None) or [])],
         "pytorch": [_ran_in_pytorch(name, m) for name, m in children if not name.startswith("thunder_")],
     }

@@ -80,17 +80,24 @@ def _marker_mode(bsym: Any) -> bool | None:
 
 def mode_left(trace: Any, *, grad_enabled: bool) -> tuple[bool | None, Any]:
     """(the grad mode ``trace``'s program leaves PyTorch in when it starts in ``grad_enabled``, the last grad-mode
-    marker that set it): the mode is None past a marker whose mode is no plain bool; the marker is None when
-    there is none. Reads only::
+    marker that set it): the mode is None where the markers cannot be taken for eager's events; the marker is None
+    when there is none. Reads only::
 
         >>> from thunder.core.trace import TraceCtx
         >>> mode_left(TraceCtx(), grad_enabled=True)
         (True, None)
+
+    Inside a jitted function ``torch.is_grad_enabled()`` reads PyTorch's mode, which Thunder leaves at the start
+    mode, so a marker's value is eager's only while the program's mode is still the start mode (``no_grad``'s exit
+    restores what its entry read; ``set_grad_enabled(not torch.is_grad_enabled())`` reads it then): a marker made
+    after another left the start mode makes the mode unknown (None), as does one whose mode is no plain bool.
     """
     mode: bool | None = grad_enabled
     last = None
     for bsym in trace.bound_symbols:
         if getattr(bsym.sym, "id", None) == _MARKER:
+            if last is not None and mode != grad_enabled:
+                return None, bsym
             mode, last = _marker_mode(bsym), bsym
             if mode is None:
                 return None, last
