@@ -179,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{sum(v.caught for v in held)} caught now.", ""]
             out += [f"- **{v.case.id}** (#{v.case.pr}): {v.case.held_out} when found, "
                     f"{'caught' if v.caught else 'missed'} now. {v.case.held_out_note or ''}".rstrip() for v in held]
+        others = [v for v in verdicts if v.case.other_bug_at_fix is not None]
+        if others:
+            out += ["", "### Another bug the fix commit still has", ""]
+            out += [f"- **{v.case.id}** (#{v.case.pr}): at the fix, {v.case.other_bug_at_fix['kind']} is reported "
+                    f"(fixed later by {v.case.other_bug_at_fix['fixed_by']}; not counted against silence at the fix): "
+                    f"{v.case.other_bug_at_fix['why']}" for v in others if v.case.other_bug_at_fix is not None]
         misses = [v for v in verdicts if not v.caught]
         if misses:
             out += ["", "### Not caught, and what catching it would need", ""]

@@ -22,8 +22,11 @@ PROGRAMS: Final = HERE / "programs"
 _REQUIRED: Final = ("pr", "summary", "parent", "fix", "names", "culprit")
 _OPTIONAL: Final = (
     "program", "test", "fast", "needs", "cpu_adapted", "note", "kind", "args", "expect", "missed_because", "held_out",
-    "held_out_note",
+    "held_out_note", "other_bug_at_fix",
 )
+#: The keys of ``other_bug_at_fix``: the kind of our report it gives, the commit (and PR) that fixed it, and why the
+#: report is that bug's and right.
+_OTHER_BUG: Final = ("kind", "fixed_by", "why")
 #: What a case expects of safe-tracectx: caught at the parent (names and culprit, before Thunder's failure), or
 #: missed, for the reason given; silent at the fix either way.
 EXPECTATIONS: Final = ("caught", "missed")
@@ -65,6 +68,13 @@ class Case:
     held_out: str | None = None
     #: The commit it was found at, and what changed since.
     held_out_note: str | None = None
+    #: Another real bug the fix commit still has, which the case's program runs into and a later commit fixed:
+    #: ``{kind, fixed_by, why}``. Our reports of that kind at the fix are that bug's (counted apart, not as noise).
+    other_bug_at_fix: dict[str, str] | None = None
+
+    def excused_at_fix(self, violation: dict[str, Any]) -> bool:
+        """Whether a violation at the fix commit is the other bug the fix still has."""
+        return self.other_bug_at_fix is not None and violation.get("kind") == self.other_bug_at_fix["kind"]
 
     @property
     def runs_test(self) -> bool:
@@ -98,6 +108,9 @@ def load_case(path: Path) -> Case:
         raise ValueError(f"{where}: expect = {case.expect!r}; use one of {', '.join(EXPECTATIONS)}")
     if case.held_out is not None and case.held_out not in EXPECTATIONS:
         raise ValueError(f"{where}: held_out = {case.held_out!r}; use one of {', '.join(EXPECTATIONS)}")
+    other = case.other_bug_at_fix
+    if other is not None and (not isinstance(other, dict) or sorted(other) != sorted(_OTHER_BUG)):
+        raise ValueError(f"{where}: other_bug_at_fix is a table of {', '.join(_OTHER_BUG)}")
     if (case.expect == "missed") != (case.missed_because is not None):
         raise ValueError(f"{where}: a case expected to be missed says why in missed_because (and only such a case)")
     return case

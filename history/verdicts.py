@@ -15,7 +15,7 @@ from typing import Any, Final
 from history.cases import Case
 from history.runs import Mode, RunResult
 
-__all__ = ["Verdict", "judge"]
+__all__ = ["Verdict", "judge", "other_bug_stops_strict"]
 
 _MISSING: Final = "-"
 
@@ -29,9 +29,11 @@ def _names_of(violation: dict[str, Any]) -> list[str]:
     return list(names) if isinstance(names, list) else []
 
 
-def _reports(run: RunResult) -> list[tuple[str, list[str], str]]:
-    """(text, names, culprit) of each report in ``run``: its violations, then its notes."""
-    found = [(str(v.get("message", "")), _names_of(v), str(v.get("culprit") or "")) for v in run.violations]
+def _reports(run: RunResult, case: Case | None = None) -> list[tuple[str, list[str], str]]:
+    """(text, names, culprit) of each report in ``run``: its violations, then its notes; given the ``case`` of a run
+    at its fix, without the reports of the other bug the fix still has (``Case.other_bug_at_fix``)."""
+    found = [(str(v.get("message", "")), _names_of(v), str(v.get("culprit") or "")) for v in run.violations
+             if case is None or not case.excused_at_fix(v)]
     found += [(note, [], "") for note in run.notes]
     return found
 
@@ -97,6 +99,12 @@ def _outcome(run: RunResult) -> str:
     return f"fails ({run.other_raised or run.ours_raised or f'exit {run.returncode}'})"
 
 
+def other_bug_stops_strict(case: Case, plain: RunResult, strict: RunResult) -> bool:
+    """Whether strict fails at the fix, where plain passes, only by raising on the other bug the fix still has."""
+    return (not plain.failed and strict.ours_raised is not None and bool(strict.violations)
+            and all(case.excused_at_fix(v) for v in strict.violations))
+
+
 def judge(case: Case, runs: dict[str, dict[Mode, RunResult]]) -> Verdict:
     """The verdict of one case from its six runs."""
     parent, fix = runs["parent"], runs["fix"]
@@ -130,10 +138,13 @@ def judge(case: Case, runs: dict[str, dict[Mode, RunResult]]) -> Verdict:
         timing = "after Thunder's failure"
     else:
         timing = "reported, not raised"
-    fix_reports = _reports(fix["audit"]) + _reports(fix["strict"])
+    fix_reports = _reports(fix["audit"], case) + _reports(fix["strict"], case)
     fix_silent = "yes" if not fix_reports else f"no ({len(fix_reports)})"
     if fix["strict"].failed == fix["plain"].failed:
         strict_fix = "as plain" + (" (passes)" if not fix["plain"].failed else " (fails)")
+    elif other_bug_stops_strict(case, fix["plain"], fix["strict"]):
+        assert case.other_bug_at_fix is not None
+        strict_fix = f"as plain but for {case.other_bug_at_fix['kind']} (fixed by {case.other_bug_at_fix['fixed_by']})"
     else:
         strict_fix = f"differs: plain {_outcome(fix['plain'])}, strict {_outcome(fix['strict'])}"
     caught = (
