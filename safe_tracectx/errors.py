@@ -63,6 +63,7 @@ TraceCheck = Literal[
     "symbol-outside-trace",
     "unreturned-output",
     "grad-mode-lost",
+    "grad-mode-unrecorded",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -150,6 +151,11 @@ FIXES: Final[dict[str, str]] = {
     "of #2499) and keep the mode a program leaves with its cache entry, which a call served from the cache does "
     "not update; in your own code, restore the mode inside the jitted function (`with torch.no_grad():` rather "
     "than torch.set_grad_enabled(False))",
+    "grad-mode-unrecorded": "record each grad-mode change the program makes in the trace: Thunder's mapping of "
+    "torch._C._set_grad_enabled must be a symbol that records a set_grad_enabled marker (as Thunder's is since the "
+    "no_grad regions were supported), and a pass must keep the markers until the forward/backward split reads them; "
+    "a ThunderFX splitter must not hand Thunder a grad-mode region it cannot record (Thunder's fix of #1282 sends it "
+    "to inductor)",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

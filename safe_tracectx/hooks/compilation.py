@@ -197,13 +197,17 @@ class Compilation:
             self._storages = (len(prologues), storage_keys(prologues, self.call))
         return self._storages[1]
 
-    def detached(self, outputs: list[Any], *, since: int, maker: str) -> list[tuple[Violation, Any]]:
-        """The outputs detached under grad in the interpretation's computation traces (the only ones that still
-        hold the grad-mode markers: ``traces.grad_mode``): those its own function (``maker``) made from step
-        ``since`` on, then ``outputs``; followed from the mode of the jit call."""
+    def interpreted(self, outputs: list[Any], *, since: int, maker: str) -> list[Any]:
+        """The interpretation's computation traces (the only ones that still hold the grad-mode markers:
+        ``traces.grad_mode``), in the order made: those its own function (``maker``) made from step ``since`` on,
+        then ``outputs``."""
         made = [s.ref() for s in self.steps[since:] if s.maker == maker]
-        traces = {id(t): t for t in (*made, *outputs) if t is not None and checked_kind(t)}
-        return detached_across(traces.values(), grad_enabled=self.grad_enabled, retagged=self.retagged)
+        return list({id(t): t for t in (*made, *outputs) if t is not None and checked_kind(t)}.values())
+
+    def detached(self, traces: list[Any]) -> list[tuple[Violation, Any]]:
+        """The outputs detached under grad in the interpretation's computation ``traces``, followed from the mode
+        of the jit call."""
+        return detached_across(traces, grad_enabled=self.grad_enabled, retagged=self.retagged)
 
     def record_retagging(self, proxy: Any, retagging: Retagging) -> None:
         """A step added tags to ``proxy``, which it was only given (for each tag, the first step that added it)."""

@@ -30,7 +30,7 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.grad_mode")
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
 from thunder.core.prims import PrimIDs
@@ -39,10 +39,11 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["Retagging", "detached_across", "detached_under_grad", "meta_definer", "mode_left"]
+__all__ = ["MARKER", "Retagging", "across", "detached_across", "detached_under_grad", "differentiable", "marker_mode",
+           "meta_definer", "mode_left", "needing_inputs", "recorded_by_autograd", "tensor_outs"]
 
 #: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
-_MARKER: Final = "set_grad_enabled"
+MARKER: Final = "set_grad_enabled"
 #: Thunder's own decorators of a meta, (module, qualname) of their closure: each only sets the language context (or
 #: checks its arguments' types) and calls the function it wraps, which computed the outputs.
 _PASS_THROUGH: Final = frozenset({
@@ -72,7 +73,7 @@ def _detached_tag() -> Any:
     return getattr(ProxyTag, "DETACHED_AUTOGRAD_GRAPH", None)
 
 
-def _marker_mode(bsym: Any) -> bool | None:
+def marker_mode(bsym: Any) -> bool | None:
     """The grad mode a marker sets (None: not a plain bool, the mode cannot be followed past it)."""
     enabled = bsym.args[0] if bsym.args else bsym.kwargs.get("enabled")
     return enabled if type(enabled) is bool else None
@@ -95,10 +96,10 @@ def mode_left(trace: Any, *, grad_enabled: bool) -> tuple[bool | None, Any]:
     mode: bool | None = grad_enabled
     last = None
     for bsym in trace.bound_symbols:
-        if getattr(bsym.sym, "id", None) == _MARKER:
+        if getattr(bsym.sym, "id", None) == MARKER:
             if last is not None and mode != grad_enabled:
                 return None, bsym
-            mode, last = _marker_mode(bsym), bsym
+            mode, last = marker_mode(bsym), bsym
             if mode is None:
                 return None, last
     return mode, last
@@ -134,6 +135,31 @@ def _written(bsym: Any) -> set[str]:
     return own.union(*map(_written, getattr(bsym, "subsymbols", ())))
 
 
+def tensor_outs(bsym: Any) -> list[Any]:
+    return [p for p in proxy_outs(bsym) if isinstance(p, TensorProxy)]
+
+
+def needing_inputs(trace: Any) -> set[str]:
+    """The names of the trace's inputs that require grad."""
+    return {p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy) and p.requires_grad}
+
+
+def differentiable(bsym: Any, needing: set[str]) -> bool:
+    """Whether autograd records ``bsym`` when grad is enabled: it reads a tensor needing grad, not through ``detach``."""
+    return bsym.sym.id not in _CUTS and bool(_reads(bsym) & needing)
+
+
+def recorded_by_autograd(bsym: Any, needing: set[str], enabled: bool | None) -> bool:
+    """Whether eager autograd records ``bsym`` called in grad mode ``enabled``; ``needing`` (the names of the
+    tensors needing grad) gains what it computes then, and what an in-place op of it wrote into."""
+    outs = tensor_outs(bsym)
+    needing.update(p.name for p in outs if getattr(p, "requires_grad", False) is True)
+    if not enabled or not differentiable(bsym, needing):
+        return False
+    needing.update({p.name for p in outs} | _written(bsym))  # what eager gives a grad_fn (the lost ones too)
+    return True
+
+
 def detached_under_grad(
     trace: Any, *, grad_enabled: bool, made_by: str = "", retagged: Mapping[tuple[int, Any], Retagging] | None = None
 ) -> list[Violation]:
@@ -152,21 +178,17 @@ def detached_under_grad(
     found: list[Violation] = []
     enabled: bool | None = grad_enabled
     made = f" in the trace made by {made_by}" if made_by else ""
-    needing = {p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy) and p.requires_grad}
+    needing = needing_inputs(trace)
     for index, bsym in enumerate(trace.bound_symbols):
-        if getattr(bsym.sym, "id", None) == _MARKER:
-            enabled = _marker_mode(bsym)
+        if getattr(bsym.sym, "id", None) == MARKER:
+            enabled = marker_mode(bsym)
             if enabled is None:
                 return found  # a mode we cannot know: nothing after it is judged
             continue
-        outs = [p for p in proxy_outs(bsym) if isinstance(p, TensorProxy)]
-        needing.update(p.name for p in outs if getattr(p, "requires_grad", False) is True)
-        if not enabled or bsym.sym.id in _CUTS or not _reads(bsym) & needing:
+        if not recorded_by_autograd(bsym, needing, enabled):
             continue
         inputs = {p.name for p in proxy_args(bsym)}
-        # What eager autograd would give a grad_fn (the lost ones too), and what an in-place op wrote into.
-        needing.update({p.name for p in outs} | _written(bsym))
-        for proxy in outs:
+        for proxy in tensor_outs(bsym):
             if proxy.name in inputs or tag not in getattr(proxy, "tags", ()):
                 continue
             where = bsym_label(index, bsym)
@@ -210,12 +232,18 @@ def detached_across(
 ) -> list[tuple[Violation, Any]]:
     """:func:`detached_under_grad` of the interpretation's computation traces, in the order made (the one it
     first made, then the one it returns with the proxies renamed after the user's variables): each output once,
+    charged to the first trace that has it, with the names it has in the later ones."""
+    return across(traces, lambda trace: detached_under_grad(trace, grad_enabled=grad_enabled, retagged=retagged))
+
+
+def across(traces: Iterable[Any], judge: Callable[[Any], list[Violation]]) -> list[tuple[Violation, Any]]:
+    """What ``judge`` finds in each of the interpretation's computation traces, in the order made: each output once,
     charged to the first trace that has it, with the names it has in the later ones (the renaming maps the bound
     symbols and their outputs one to one, so an output keeps its symbol's index and its place)."""
     found: dict[tuple[str, int], tuple[Violation, Any]] = {}  # (where, place among its symbol's) -> first
     for trace in traces:
         places: dict[str, int] = {}
-        for violation in detached_under_grad(trace, grad_enabled=grad_enabled, retagged=retagged):
+        for violation in judge(trace):
             place = places[violation.where] = places.get(violation.where, -1) + 1
             key = (violation.where, place)
             if key not in found:

@@ -49,6 +49,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "symbol-outside-trace": SymbolOutsideTraceError,
     "unreturned-output": BrokenTraceError,
     "grad-mode-lost": BrokenTraceError,
+    "grad-mode-unrecorded": BrokenTraceError,
 }
 
 

@@ -1,0 +1,177 @@
+"""The grad-mode changes a program asks for while Thunder interprets it, and whether the trace recorded each.
+
+``torch.no_grad()``, ``torch.enable_grad()`` and ``torch.set_grad_enabled`` all end in
+``torch._C._set_grad_enabled``, which the interpretation diverts to Thunder's mapping of it
+(``thunder.torch._set_grad_enabled_with_warning``): since Thunder's fix of the no_grad
+regions a symbol that records a ``set_grad_enabled`` marker, before it a function that only
+warned. That lookaside is wrapped while the hooks are installed: each call made at the top
+level of a trace a compilation interprets is kept with the trace (its position among the
+trace's bound symbols, the mode asked for, the user's line, whether a marker was recorded),
+for ``traces.unrecorded_grad_mode`` to judge when the interpretation returns. Nothing is kept
+outside a compilation; no call is changed::
+
+    >>> from safe_tracectx.hooks.grad_mode_requests import requests_in
+    >>> from thunder.core.trace import TraceCtx
+    >>> requests_in(TraceCtx())
+    ()
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple
+
+import torch
+
+from safe_tracectx._support.pass_catalog import PASSES
+from safe_tracectx.hooks import compilation as compilations
+from safe_tracectx.hooks.reporting import internal_error
+from safe_tracectx.traces.grad_mode import MARKER, across
+from safe_tracectx.traces.unrecorded_grad_mode import Request, unrecorded_changes
+from safe_tracectx.traces.violations import Violation
+
+__all__ = ["hook_grad_mode_lookaside", "requests_in", "unhook_grad_mode_lookaside", "unrecorded"]
+
+#: The trace each request was made in -> its requests, in order (weak: they go with the trace).
+_requests: Final[weakref.WeakKeyDictionary[Any, list[_Asked]]] = weakref.WeakKeyDictionary()
+_lock: Final = threading.Lock()
+#: (the lookaside map, the lookaside, ours) while hooked.
+_hooked: Final[list[tuple[dict[Any, Any], Any, Any]]] = []
+#: Files whose frames are not the user's line: torch's (its grad-mode API), Thunder's.
+_NOT_USER: Final = (os.path.dirname(torch.__file__) + os.sep,)
+_THUNDER_MODULES: Final = ("thunder.core.interpreter", "thunder.core.jit_ext", "thunder.torch")
+
+
+class _Asked(NamedTuple):
+    """A request as it was made: the top-level bound symbol it came after (None: the first), as Thunder records its
+    inputs' unpacking in front of the interpretation's symbols when it is done."""
+
+    after: Any
+    enabled: object
+    recorded: bool
+    line: str | None
+
+
+def requests_in(trace: Any) -> tuple[Request, ...]:
+    """The grad-mode changes asked for at the top level of ``trace`` while it was interpreted, in order, each at
+    the position among the trace's bound symbols from which it applies (none, if one's place is gone)."""
+    with _lock:
+        try:
+            asked = tuple(_requests.get(trace, ()))
+        except TypeError:  # a trace that takes no weak reference
+            return ()
+    places = {id(bsym): index for index, bsym in enumerate(trace.bound_symbols)}
+    requests = []
+    for request in asked:
+        if request.after is not None and id(request.after) not in places:
+            return ()
+        index = 0 if request.after is None else places[id(request.after)] + 1
+        requests.append(Request(index, request.enabled, request.recorded, request.line))
+    return tuple(requests)
+
+
+def _user_line() -> str | None:
+    """``file:line`` of the program's code that asked (past torch's grad-mode API and Thunder's own frames)."""
+    from thunder.core.interpreter import get_interpreterruntimectx
+
+    for frame in reversed(getattr(get_interpreterruntimectx(), "frame_stack", None) or ()):
+        code, globals_ = getattr(frame, "code", None), getattr(frame, "globals", None)
+        name = getattr(globals_, "value", globals_)
+        filename = getattr(code, "co_filename", "")
+        if (isinstance(name, dict) and name.get("__name__") in _THUNDER_MODULES) or filename.startswith(_NOT_USER):
+            continue
+        line = getattr(getattr(frame, "positions", None), "lineno", None)
+        return f"{filename}:{line}" if line is not None else filename
+    return None
+
+
+def _asked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+    from thunder.core.interpreter import unwrap
+
+    value = args[0] if args else kwargs.get("enabled")
+    return unwrap(value)
+
+
+def _observed(lookaside: Callable[..., Any]) -> Callable[..., Any]:
+    """``lookaside`` (what the interpretation calls for ``torch._C._set_grad_enabled``), keeping each top-level call
+    a compilation makes and whether it recorded a marker."""
+
+    def set_grad_enabled_lookaside(*args: Any, **kwargs: Any) -> Any:
+        if compilations.current() is None:
+            return lookaside(*args, **kwargs)
+        from thunder.core.trace import get_tracectx
+
+        trace = get_tracectx()
+        scopes = getattr(trace, "scopes", None)
+        if trace is None or not (isinstance(scopes, list) and len(scopes) == 1 and scopes[0] is trace.bound_symbols):
+            return lookaside(*args, **kwargs)  # not at the top level of a trace: inside a symbol's own scope
+        start = len(trace.bound_symbols)
+        result = lookaside(*args, **kwargs)
+        try:
+            recorded = any(getattr(b.sym, "id", None) == MARKER for b in trace.bound_symbols[start:])
+            after = trace.bound_symbols[start - 1] if start else None
+            asked = _Asked(after, _asked(args, kwargs), recorded, _user_line())
+            with _lock:
+                _requests.setdefault(trace, []).append(asked)
+        except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
+            internal_error("a grad-mode change the program asked for", bug)
+        return result
+
+    set_grad_enabled_lookaside.__wrapped__ = lookaside  # type: ignore[attr-defined]
+    return set_grad_enabled_lookaside
+
+
+def hook_grad_mode_lookaside() -> None:
+    """Wrap the interpretation's lookaside of ``torch._C._set_grad_enabled`` (once: a second call changes nothing)."""
+    if _hooked:
+        return
+    try:
+        from thunder.core.jit_ext import _general_jit_lookaside_map as lookasides
+    except ImportError:  # a Thunder without the general jit's map: nothing is observed
+        return
+    lookaside = lookasides.get(torch._C._set_grad_enabled)
+    if lookaside is None:
+        return
+    ours = lookasides[torch._C._set_grad_enabled] = _observed(lookaside)
+    _hooked.append((lookasides, lookaside, ours))
+
+
+def unhook_grad_mode_lookaside() -> None:
+    """Put Thunder's lookaside back, unless someone replaced ours meanwhile (theirs is left in place)."""
+    while _hooked:
+        lookasides, lookaside, ours = _hooked.pop()
+        if lookasides.get(torch._C._set_grad_enabled) is ours:
+            lookasides[torch._C._set_grad_enabled] = lookaside
+
+
+def _culprit(thunderfx: dict[str, Any] | None) -> tuple[tuple[str, str], str]:
+    """(who is charged, why the change left no marker): Thunder's mapping of ``torch._C._set_grad_enabled``, or the
+    ThunderFX splitter that handed Thunder the region."""
+    from thunder.torch import _torch_to_thunder_function_map
+
+    mapped = _torch_to_thunder_function_map.get(torch._C._set_grad_enabled)
+    name = getattr(mapped, "__qualname__", None) or getattr(mapped, "name", None) or repr(mapped)
+    mapping = f"{getattr(mapped, '__module__', None) or 'thunder.torch'}.{name}"
+    because = f"Thunder's mapping of torch._C._set_grad_enabled, {mapping}, recorded no set_grad_enabled symbol for it"
+    if thunderfx is None:
+        return ("Thunder's torch._C._set_grad_enabled", mapping), because
+    splitter = next(spec for spec in PASSES if spec.hook == "splitter")
+    handed = (f"the ThunderFX splitter handed Thunder this grad-mode region of FX graph {thunderfx.get('graph')} "
+              f"(split module {thunderfx.get('split')}), and ")
+    return (splitter.label, splitter.qualname), handed + because
+
+
+def unrecorded(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None) -> list[tuple[Violation, Any]]:
+    """The grad-mode changes the interpretation's computation ``traces`` (in the order made) do not record: judged
+    in the trace the program asked in, named as in the later ones that rename it (``traces.grad_mode.across``)."""
+    asked = next(((t, found) for t in traces if (found := requests_in(t))), None)
+    if asked is None or all(request.recorded for request in asked[1]):
+        return []  # the common case: no change asked, or every one recorded
+    base, requests = asked
+    later = [t for t in traces[traces.index(base) + 1 :] if len(t.bound_symbols) == len(base.bound_symbols)]
+    culprit, because = _culprit(thunderfx)
+    return across([base, *later], lambda trace: unrecorded_changes(
+        trace, requests, grad_enabled=compilation.grad_enabled, culprit=culprit, because=because))

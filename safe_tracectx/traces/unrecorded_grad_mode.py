@@ -1,0 +1,120 @@
+"""A grad-mode change the program asked for that the trace does not record (``grad-mode-unrecorded``).
+
+``torch.no_grad()`` and the like end in ``torch._C._set_grad_enabled``; by Thunder's
+semantics each call made while a function is interpreted records a ``set_grad_enabled``
+marker in the computation trace, from which the forward/backward split learns which symbols
+were computed with grad disabled (and treats them as constants). A change that leaves no
+marker is lost: the split differentiates what eager PyTorch computed without autograd (or
+the reverse), so the program computes other gradients and outputs that require grad where
+eager's do not. Before Thunder's fix of #1282 its ``torch._C._set_grad_enabled`` only
+warned, and the ThunderFX splitter handed it the ``no_grad`` regions of Dynamo's graphs.
+
+The changes asked for (``hooks.grad_mode_requests``) are followed as eager PyTorch would
+follow them, the markers as Thunder does; a tensor output computed where the two differ,
+from a tensor needing grad, is reported when Thunder keeps it (dead code is not)::
+
+    >>> from thunder.core.trace import TraceCtx
+    >>> unrecorded_changes(TraceCtx(), [Request(0, False, recorded=False)], grad_enabled=True,
+    ...                    culprit=("Thunder's torch._C._set_grad_enabled", "thunder.torch.f"), because="")
+    []
+"""
+
+from __future__ import annotations
+
+from safe_tracectx._support.extras import require_thunder
+
+require_thunder("safe_tracectx.traces.unrecorded_grad_mode")
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from safe_tracectx.traces.bound_proxies import proxy_args
+from safe_tracectx.traces.grad_mode import (
+    MARKER,
+    differentiable,
+    marker_mode,
+    needing_inputs,
+    recorded_by_autograd,
+    tensor_outs,
+)
+from safe_tracectx.traces.program import Program
+from safe_tracectx.traces.violations import Violation, bsym_label
+
+__all__ = ["Request", "unrecorded_changes"]
+
+
+class Request(NamedTuple):
+    """A grad-mode change the program asked for at the top level of a trace while Thunder interpreted it."""
+
+    #: The index among the trace's top-level bound symbols of the first the change applies to.
+    position: int
+    #: The mode asked for (anything but a plain bool: the mode cannot be followed past it).
+    enabled: object
+    #: Whether Thunder recorded a ``set_grad_enabled`` marker for it.
+    recorded: bool
+    #: ``file:line`` of the program's code that asked, if known.
+    line: str | None = None
+
+
+def _asked(request: Request) -> str:
+    where = f" at {request.line}" if request.line else ""
+    return f"torch._C._set_grad_enabled({request.enabled!r}){where}"
+
+
+def unrecorded_changes(
+    trace: Any, requests: Sequence[Request], *, grad_enabled: bool, culprit: tuple[str, str], because: str
+) -> list[Violation]:
+    """Each tensor output Thunder keeps of a top-level symbol of ``trace`` that reads a tensor needing grad and is
+    computed in another grad mode by eager's reading of ``requests`` than by the trace's markers, after a request
+    that recorded none; reads only. Both start at ``grad_enabled`` (the jit call's mode). Followed until a
+    request made after the mode left it: inside a jitted function ``torch.is_grad_enabled()`` reads PyTorch's
+    mode, which Thunder leaves alone, so its value may not be eager's (``no_grad``'s exit restores what its entry
+    read). ``culprit`` is charged; ``because`` says why the change left no marker."""
+    if all(request.recorded for request in requests):
+        return []
+    dead = Program(trace).dead_indices()
+    needing = needing_inputs(trace)
+    program, followed = grad_enabled, grad_enabled  # eager's mode, the trace's
+    pending, lost = list(requests), None
+    found: list[Violation] = []
+    for index, bsym in enumerate(trace.bound_symbols):
+        while pending and pending[0].position <= index:
+            request = pending.pop(0)
+            if program != grad_enabled or type(request.enabled) is not bool:
+                return found  # a mode eager may not have: nothing after it is judged
+            program = request.enabled
+            lost = None if request.recorded else request
+        if getattr(bsym.sym, "id", None) == MARKER:
+            mode = marker_mode(bsym)
+            if mode is None:
+                return found
+            followed = mode
+            continue
+        by_thunder = followed and differentiable(bsym, needing)
+        by_eager = recorded_by_autograd(bsym, needing, program)
+        if lost is None or by_thunder == by_eager or index in dead:
+            continue
+        inputs = {p.name for p in proxy_args(bsym)}
+        for proxy in tensor_outs(bsym):
+            if proxy.name not in inputs:
+                found.append(_unrecorded(proxy.name, bsym_label(index, bsym), lost, by_eager, culprit, because))
+    return found
+
+
+def _unrecorded(
+    name: str, where: str, lost: Request, by_eager: bool, culprit: tuple[str, str], because: str
+) -> Violation:
+    if by_eager:
+        mode, effect = "enabled", (
+            f"the forward/backward split treats it as computed with grad disabled: {name} gets no gradient where "
+            "eager PyTorch gives it one")
+    else:
+        mode, effect = "disabled", (
+            f"the forward/backward split differentiates it as if grad were enabled: {name} requires grad and what "
+            "it reads gets a gradient through it, which eager PyTorch does not give")
+    return Violation(
+        "grad-mode-unrecorded", name,
+        f"{where} computes its output {name} where the program has grad {mode} ({_asked(lost)}), but the trace "
+        f"records no grad-mode change there ({because}): {effect}, so the program computes something else",
+        where, culprit=culprit,
+    )

@@ -1,0 +1,164 @@
+"""grad-mode-unrecorded: a grad-mode change the program asks for that the trace does not record (#1282's class).
+
+On 0.2.6 and main Thunder's ``torch._C._set_grad_enabled`` is a symbol that records a
+``set_grad_enabled`` marker. Before the no_grad regions were supported it was a function that
+only warned (``register_function(torch._C._set_grad_enabled, _set_grad_enabled_with_warning)``),
+and the ThunderFX splitter handed Thunder the ``no_grad`` regions of Dynamo's graphs (#1282).
+``older_mapping`` puts that function back in the real Thunder installed here, exactly as
+that Thunder built its lookaside, and eager PyTorch is the oracle: each test first shows
+that plain Thunder computes another gradient than eager.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from safe_tracectx import STRICT, BrokenTraceError, use_policy
+from safe_tracectx.hooks import audit, installed
+from safe_tracectx.policy import AUDIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+    from thunder.core import jit_ext
+    from thunder.core.interpreter import interpreter_needs_wrap
+    from thunder.torch import _torch_to_thunder_function_map
+
+MAP = jit_ext._general_jit_lookaside_map
+
+
+def _set_grad_enabled_with_warning(enabled: bool) -> None:
+    warnings.warn("torch.enable_grad/torch.no_grad/torch._C._set_grad_enabled have no effect under thunder.jit")
+
+
+@pytest.fixture
+def older_mapping() -> Iterator[None]:
+    """Thunder's mapping of torch._C._set_grad_enabled as it was before the no_grad regions were supported."""
+    lookaside, mapped = MAP[torch._C._set_grad_enabled], _torch_to_thunder_function_map[torch._C._set_grad_enabled]
+    _torch_to_thunder_function_map[torch._C._set_grad_enabled] = _set_grad_enabled_with_warning
+    located = jit_ext.record_source_loc_in_symbol_header(_set_grad_enabled_with_warning)  # type: ignore[no-untyped-call]
+    MAP[torch._C._set_grad_enabled] = jit_ext.ensure_recursive_proxies(  # type: ignore[no-untyped-call]
+        interpreter_needs_wrap(located))  # type: ignore[no-untyped-call]
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="torch.enable_grad/torch.no_grad")
+            yield
+    finally:
+        MAP[torch._C._set_grad_enabled], _torch_to_thunder_function_map[torch._C._set_grad_enabled] = lookaside, mapped
+
+
+CULPRIT = ("Thunder's torch._C._set_grad_enabled", f"{__name__}._set_grad_enabled_with_warning")
+
+
+def region(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        y = x @ x
+    return y + x
+
+
+def dead_region(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        unused = x @ x  # noqa: F841 - computed and dropped: Thunder's DCE removes it
+    return x * 2
+
+
+def enabled_region(x: torch.Tensor) -> torch.Tensor:
+    with torch.enable_grad():  # type: ignore[no-untyped-call]
+        y = x * 3
+    return y
+
+
+def _grad(function: Callable[[torch.Tensor], torch.Tensor], grad: bool = True) -> Any:
+    x = torch.arange(9.0).reshape(3, 3).requires_grad_()
+    with torch.set_grad_enabled(grad):
+        out = function(x)
+    if not out.requires_grad:
+        return None
+    out.sum().backward()  # type: ignore[no-untyped-call]
+    return x.grad
+
+
+def _plain_differs(function: Callable[[torch.Tensor], torch.Tensor], grad: bool = True) -> None:
+    eager, jitted = _grad(function, grad), _grad(thunder.jit(function), grad)
+    if eager is None or jitted is None:
+        assert (eager is None) != (jitted is None), "plain Thunder computes eager's (no gradient at all)"
+    else:
+        assert not torch.allclose(eager, jitted), "plain Thunder computes eager's gradient"
+
+
+def test_strict_raises_before_the_backward_naming_the_region_output(older_mapping: None) -> None:
+    _plain_differs(region)
+    jitted = thunder.jit(region)
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        jitted(torch.ones(3, 3, requires_grad=True))
+    error = info.value
+    assert error.kind == "grad-mode-unrecorded" and error.culprit == CULPRIT and "y" in error.names
+    assert "where the program has grad disabled (torch._C._set_grad_enabled(False) at" in error.message
+    assert f"{__file__}:" in error.message  # the user's `with` line, not torch's grad-mode API
+    assert "records no grad-mode change there" in error.message and "differentiates it as if grad were enabled" in error.message
+    assert "set_grad_enabled marker" in error.fix and "#1282" in error.fix
+    assert torch.is_grad_enabled()
+
+
+def test_the_audit_records_it_and_thunder_runs_as_it_would(older_mapping: None) -> None:
+    jitted = thunder.jit(region)
+    with audit() as log, use_policy(AUDIT):
+        x = torch.ones(3, 3, requires_grad=True)
+        jitted(x).sum().backward()
+    (violation,) = [v for v in log.to_dict()["violations"] if v["kind"] == "grad-mode-unrecorded"]
+    assert "y" in violation["names"] and violation["culprit"] == f"{CULPRIT[0]} ({CULPRIT[1]})"
+    assert x.grad is not None and not torch.allclose(x.grad, _grad(region))  # Thunder's answer, unchanged
+
+
+def test_a_region_thunder_drops_or_that_reads_nothing_needing_grad_is_not_reported(older_mapping: None) -> None:
+    with audit() as log, use_policy(STRICT):
+        thunder.jit(dead_region)(torch.ones(3, 3, requires_grad=True))
+        thunder.jit(region)(torch.ones(3, 3))  # no input requires grad: eager and Thunder agree
+    assert log.to_dict()["violations"] == []
+
+
+def test_an_enable_grad_region_of_a_call_made_without_grad_is_reported(older_mapping: None) -> None:
+    _plain_differs(enabled_region, grad=False)
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info, torch.no_grad():
+        thunder.jit(enabled_region)(torch.ones(3, requires_grad=True))
+    assert info.value.kind == "grad-mode-unrecorded" and "y" in info.value.names
+    assert "where the program has grad enabled" in info.value.message and "gets no gradient" in info.value.message
+
+
+def test_the_recorded_changes_of_this_thunder_are_silent() -> None:
+    jitted = thunder.jit(region)
+    with audit() as log, use_policy(STRICT):
+        x = torch.ones(3, 3, requires_grad=True)
+        jitted(x).sum().backward()
+    assert log.to_dict()["violations"] == []
+    assert x.grad is not None and torch.allclose(x.grad, _grad(region))
+
+
+def test_installing_wraps_the_lookaside_and_removing_puts_thunders_back() -> None:
+    lookaside = MAP[torch._C._set_grad_enabled]
+    with installed(STRICT):
+        assert MAP[torch._C._set_grad_enabled] is not lookaside
+        assert MAP[torch._C._set_grad_enabled].__wrapped__ is lookaside
+    assert MAP[torch._C._set_grad_enabled] is lookaside
+    with installed(STRICT):
+        theirs = MAP[torch._C._set_grad_enabled] = lambda *args, **kwargs: lookaside(*args, **kwargs)
+    assert MAP[torch._C._set_grad_enabled] is theirs  # someone else's replacement is left in place
+    MAP[torch._C._set_grad_enabled] = lookaside
+
+
+def test_a_thunderfx_region_is_charged_to_the_splitter(older_mapping: None) -> None:
+    from thunder.dynamo import ThunderCompiler
+
+    torch._dynamo.reset()
+    compiled = torch.compile(region, backend=ThunderCompiler())  # type: ignore[no-untyped-call]
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        compiled(torch.ones(3, 3, requires_grad=True))
+    torch._dynamo.reset()
+    error = info.value
+    assert error.kind == "grad-mode-unrecorded" and error.culprit == ("ThunderFX splitter", "thunder.dynamo.splitter._splitter")
+    assert "y" in error.names and "the ThunderFX splitter handed Thunder this grad-mode region of FX graph" in error.message
