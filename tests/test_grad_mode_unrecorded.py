@@ -162,3 +162,61 @@ def test_a_thunderfx_region_is_charged_to_the_splitter(older_mapping: None) -> N
     error = info.value
     assert error.kind == "grad-mode-unrecorded" and error.culprit == ("ThunderFX splitter", "thunder.dynamo.splitter._splitter")
     assert "y" in error.names and "the ThunderFX splitter handed Thunder this grad-mode region of FX graph" in error.message
+
+
+def inference_region(x: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        y = x @ x
+    return y + x
+
+
+NO_LOOKASIDE = ("Thunder's interpretation of torch.inference_mode", "thunder.core.jit_ext.general_jit_lookaside")
+
+
+def test_an_inference_mode_region_is_reported_on_this_thunder() -> None:
+    """A real bug of Thunder 0.2.6 and main: torch.inference_mode() inside a jitted function records nothing."""
+    _plain_differs(inference_region)
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(inference_region)(torch.ones(3, 3, requires_grad=True))
+    error = info.value
+    assert error.kind == "grad-mode-unrecorded" and error.culprit == NO_LOOKASIDE and "y" in error.names
+    assert f"where the program has grad disabled (torch.inference_mode() at {__file__}:" in error.message
+    assert "Thunder has no lookaside for torch.inference_mode" in error.message
+    assert "enter inference mode around the jitted call" in error.fix
+    assert not torch.is_inference_mode_enabled() and torch.is_grad_enabled()
+
+
+def test_inference_mode_around_the_call_or_over_nothing_needing_grad_is_silent() -> None:
+    with audit() as log, use_policy(STRICT):
+        with torch.inference_mode():
+            thunder.jit(inference_region)(torch.ones(3, 3))
+        thunder.jit(inference_region)(torch.ones(3, 3))  # nothing requires grad: eager and Thunder agree
+        thunder.jit(region)(torch.ones(3, 3, requires_grad=True))  # the next compile of the thread starts afresh
+    assert log.to_dict()["violations"] == []
+
+
+def test_each_thread_follows_its_own_inference_mode() -> None:
+    import threading
+
+    errors: list[BaseException] = []
+    entered, compiled = threading.Event(), threading.Event()
+
+    def holds_inference_mode() -> None:
+        with torch.inference_mode():  # this thread's mode only
+            entered.set()
+            compiled.wait(60)
+
+    other = threading.Thread(target=holds_inference_mode)
+    with installed(STRICT):
+        other.start()
+        entered.wait(60)
+        try:
+            thunder.jit(region)(torch.ones(3, 3, requires_grad=True))  # recorded no_grad: silent
+            with pytest.raises(BrokenTraceError):
+                thunder.jit(inference_region)(torch.ones(3, 3, requires_grad=True))
+        except BaseException as error:  # noqa: BLE001 - kept for the assertion after the thread ends
+            errors.append(error)
+        finally:
+            compiled.set()
+            other.join(60)
+    assert errors == []

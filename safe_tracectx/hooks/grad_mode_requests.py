@@ -7,8 +7,11 @@ regions a symbol that records a ``set_grad_enabled`` marker, before it a functio
 warned. That lookaside is wrapped while the hooks are installed: each call made at the top
 level of a trace a compilation interprets is kept with the trace (its position among the
 trace's bound symbols, the mode asked for, the user's line, whether a marker was recorded),
-for ``traces.unrecorded_grad_mode`` to judge when the interpretation returns. Nothing is kept
-outside a compilation; no call is changed::
+for ``traces.unrecorded_grad_mode`` to judge when the interpretation returns. Thunder has no
+lookaside for ``torch.inference_mode()``: the interpretation runs it opaquely, which turns
+PyTorch's inference mode on while it traces; ``symbol_calls``' ``get_tracectx`` sees the mode
+change at the next symbol call (``inference_mode_changed``), which is kept as a request too,
+one Thunder never records. Nothing is kept outside a compilation; no call is changed::
 
     >>> from safe_tracectx.hooks.grad_mode_requests import requests_in
     >>> from thunder.core.trace import TraceCtx
@@ -19,6 +22,7 @@ outside a compilation; no call is changed::
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -33,7 +37,8 @@ from safe_tracectx.traces.grad_mode import MARKER, across
 from safe_tracectx.traces.unrecorded_grad_mode import Request, unrecorded_changes
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["hook_grad_mode_lookaside", "requests_in", "unhook_grad_mode_lookaside", "unrecorded"]
+__all__ = ["InferenceModeSeen", "hook_grad_mode_lookaside", "inference_mode_changed", "requests_in",
+           "unhook_grad_mode_lookaside", "unrecorded"]
 
 #: The trace each request was made in -> its requests, in order (weak: they go with the trace).
 _requests: Final[weakref.WeakKeyDictionary[Any, list[_Asked]]] = weakref.WeakKeyDictionary()
@@ -53,6 +58,23 @@ class _Asked(NamedTuple):
     enabled: object
     recorded: bool
     line: str | None
+    call: str | None = None
+
+
+class InferenceModeSeen:
+    """PyTorch's inference mode at the last symbol call seen: in any thread (``last``, what the hook's fast path
+    compares, a plain attribute), and in each thread with the trace it was turned on in (``threads``)."""
+
+    __slots__ = ("last", "threads")
+
+    def __init__(self) -> None:
+        self.last = False
+        self.threads = _ThreadSeen()
+
+
+class _ThreadSeen(threading.local):
+    inference = False
+    trace: Any = None
 
 
 def requests_in(trace: Any) -> tuple[Request, ...]:
@@ -69,7 +91,7 @@ def requests_in(trace: Any) -> tuple[Request, ...]:
         if request.after is not None and id(request.after) not in places:
             return ()
         index = 0 if request.after is None else places[id(request.after)] + 1
-        requests.append(Request(index, request.enabled, request.recorded, request.line))
+        requests.append(Request(index, request.enabled, request.recorded, request.line, request.call))
     return tuple(requests)
 
 
@@ -95,6 +117,44 @@ def _asked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     return unwrap(value)
 
 
+def _keep(trace: Any, start: int, enabled: object, recorded: bool, call: str | None = None) -> None:
+    """Keep a request made in ``trace`` when it had ``start`` top-level bound symbols."""
+    after = trace.bound_symbols[start - 1] if start else None
+    asked = _Asked(after, enabled, recorded, _user_line(), call)
+    with _lock:
+        _requests.setdefault(trace, []).append(asked)
+
+
+def inference_mode_changed(trace: Any, seen: InferenceModeSeen, symbol_call: Any) -> None:
+    """``symbol_calls``' hook saw PyTorch's inference mode other than at the last symbol call it saw (``seen``),
+    while ``trace`` is active: if this thread's mode changed, at a top-level symbol call (``symbol_call``: the code
+    of ``Symbol.__call__``) of a compilation, the change is kept as a request that applies from that symbol on."""
+    try:
+        caller = sys._getframe(2)  # what called the hook: Symbol.__call__, or another reader of the trace
+    except ValueError:
+        return
+    if caller.f_code is not symbol_call:
+        return  # not a symbol's call: the next one says where the change applies
+    on = seen.last = torch.is_inference_mode_enabled()
+    thread = seen.threads
+    if on is thread.inference:
+        return  # another thread's mode changed: not this one's
+    opened, thread.inference = thread.trace, on
+    thread.trace = trace if on else None
+    scopes = getattr(trace, "scopes", None)
+    if not (isinstance(scopes, list) and len(scopes) == 1) or compilations.current() is None:
+        return  # inside a symbol's own scope, or no compilation: nothing to judge
+    if not on and opened is not trace:
+        return  # turned on outside this trace (the jit call was made in inference mode)
+    try:
+        if on:
+            _keep(trace, len(trace.bound_symbols), False, False, "torch.inference_mode()")
+        else:
+            _keep(trace, len(trace.bound_symbols), torch.is_grad_enabled(), False, "the end of torch.inference_mode()")
+    except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
+        internal_error("an inference-mode region of the program", bug)
+
+
 def _observed(lookaside: Callable[..., Any]) -> Callable[..., Any]:
     """``lookaside`` (what the interpretation calls for ``torch._C._set_grad_enabled``), keeping each top-level call
     a compilation makes and whether it recorded a marker."""
@@ -112,10 +172,7 @@ def _observed(lookaside: Callable[..., Any]) -> Callable[..., Any]:
         result = lookaside(*args, **kwargs)
         try:
             recorded = any(getattr(b.sym, "id", None) == MARKER for b in trace.bound_symbols[start:])
-            after = trace.bound_symbols[start - 1] if start else None
-            asked = _Asked(after, _asked(args, kwargs), recorded, _user_line())
-            with _lock:
-                _requests.setdefault(trace, []).append(asked)
+            _keep(trace, start, _asked(args, kwargs), recorded)
         except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
             internal_error("a grad-mode change the program asked for", bug)
         return result
@@ -147,21 +204,40 @@ def unhook_grad_mode_lookaside() -> None:
             lookasides[torch._C._set_grad_enabled] = lookaside
 
 
-def _culprit(thunderfx: dict[str, Any] | None) -> tuple[tuple[str, str], str]:
-    """(who is charged, why the change left no marker): Thunder's mapping of ``torch._C._set_grad_enabled``, or the
-    ThunderFX splitter that handed Thunder the region."""
+#: Charged for an inference-mode region: the interpretation's choice of a lookaside, which has none for it.
+_NO_LOOKASIDE: Final = ("Thunder's interpretation of torch.inference_mode", "thunder.core.jit_ext.general_jit_lookaside")
+
+
+#: The fix of an inference-mode region (not the kind's, which is about torch._C._set_grad_enabled).
+_INFERENCE_FIX: Final = (
+    "Thunder's interpretation must record torch.inference_mode() like torch.no_grad() (a lookaside for "
+    "torch._C._InferenceMode's entry and exit recording set_grad_enabled markers); until it does, enter inference "
+    "mode around the jitted call, not inside the jitted function, or use torch.no_grad() there")
+
+
+def _culprit(request: Request, thunderfx: dict[str, Any] | None) -> tuple[tuple[str, str], str, str | None]:
+    """(who is charged, why the change left no marker, the fix if not the kind's): Thunder's mapping of
+    ``torch._C._set_grad_enabled`` (or its missing lookaside of ``torch.inference_mode``), or the ThunderFX splitter
+    that handed Thunder the region."""
     from thunder.torch import _torch_to_thunder_function_map
 
-    mapped = _torch_to_thunder_function_map.get(torch._C._set_grad_enabled)
-    name = getattr(mapped, "__qualname__", None) or getattr(mapped, "name", None) or repr(mapped)
-    mapping = f"{getattr(mapped, '__module__', None) or 'thunder.torch'}.{name}"
-    because = f"Thunder's mapping of torch._C._set_grad_enabled, {mapping}, recorded no set_grad_enabled symbol for it"
+    advice = None
+    if request.call is not None:
+        culprit, because, advice = _NO_LOOKASIDE, (
+            "Thunder has no lookaside for torch.inference_mode (torch._C._InferenceMode): the interpretation runs it "
+            "opaquely, which turns PyTorch's inference mode on while it traces and records nothing"), _INFERENCE_FIX
+    else:
+        mapped = _torch_to_thunder_function_map.get(torch._C._set_grad_enabled)
+        name = getattr(mapped, "__qualname__", None) or getattr(mapped, "name", None) or repr(mapped)
+        mapping = f"{getattr(mapped, '__module__', None) or 'thunder.torch'}.{name}"
+        culprit = ("Thunder's torch._C._set_grad_enabled", mapping)
+        because = f"Thunder's mapping of torch._C._set_grad_enabled, {mapping}, recorded no set_grad_enabled symbol for it"
     if thunderfx is None:
-        return ("Thunder's torch._C._set_grad_enabled", mapping), because
+        return culprit, because, advice
     splitter = next(spec for spec in PASSES if spec.hook == "splitter")
     handed = (f"the ThunderFX splitter handed Thunder this grad-mode region of FX graph {thunderfx.get('graph')} "
               f"(split module {thunderfx.get('split')}), and ")
-    return (splitter.label, splitter.qualname), handed + because
+    return (splitter.label, splitter.qualname), handed + because, advice
 
 
 def unrecorded(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None) -> list[tuple[Violation, Any]]:
@@ -172,6 +248,5 @@ def unrecorded(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | 
         return []  # the common case: no change asked, or every one recorded
     base, requests = asked
     later = [t for t in traces[traces.index(base) + 1 :] if len(t.bound_symbols) == len(base.bound_symbols)]
-    culprit, because = _culprit(thunderfx)
     return across([base, *later], lambda trace: unrecorded_changes(
-        trace, requests, grad_enabled=compilation.grad_enabled, culprit=culprit, because=because))
+        trace, requests, grad_enabled=compilation.grad_enabled, blame=lambda request: _culprit(request, thunderfx)))

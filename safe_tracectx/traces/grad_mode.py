@@ -39,8 +39,8 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["MARKER", "Retagging", "across", "detached_across", "detached_under_grad", "differentiable", "marker_mode",
-           "meta_definer", "mode_left", "needing_inputs", "recorded_by_autograd", "tensor_outs"]
+__all__ = ["MARKER", "Retagging", "across", "detached", "detached_across", "detached_under_grad", "differentiable",
+           "marker_mode", "meta_definer", "mode_left", "needing_inputs", "recorded_by_autograd", "tensor_outs"]
 
 #: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
 MARKER: Final = "set_grad_enabled"
@@ -142,6 +142,12 @@ def tensor_outs(bsym: Any) -> list[Any]:
 def needing_inputs(trace: Any) -> set[str]:
     """The names of the trace's inputs that require grad."""
     return {p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy) and p.requires_grad}
+
+
+def detached(bsym: Any) -> bool:
+    """Whether a tensor output of ``bsym`` carries ``DETACHED_AUTOGRAD_GRAPH`` (the vjp treats it as a constant)."""
+    tag = _detached_tag()
+    return tag is not None and any(tag in getattr(p, "tags", ()) for p in tensor_outs(bsym))
 
 
 def differentiable(bsym: Any, needing: set[str]) -> bool:

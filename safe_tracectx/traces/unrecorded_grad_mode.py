@@ -7,15 +7,17 @@ were computed with grad disabled (and treats them as constants). A change that l
 marker is lost: the split differentiates what eager PyTorch computed without autograd (or
 the reverse), so the program computes other gradients and outputs that require grad where
 eager's do not. Before Thunder's fix of #1282 its ``torch._C._set_grad_enabled`` only
-warned, and the ThunderFX splitter handed it the ``no_grad`` regions of Dynamo's graphs.
+warned, and the ThunderFX splitter handed it the ``no_grad`` regions of Dynamo's graphs;
+on 0.2.6 and main ``torch.inference_mode()`` inside a jitted function records nothing (Thunder
+has no lookaside for it), so Thunder differentiates what eager computes as inference tensors.
 
 The changes asked for (``hooks.grad_mode_requests``) are followed as eager PyTorch would
 follow them, the markers as Thunder does; a tensor output computed where the two differ,
 from a tensor needing grad, is reported when Thunder keeps it (dead code is not)::
 
     >>> from thunder.core.trace import TraceCtx
-    >>> unrecorded_changes(TraceCtx(), [Request(0, False, recorded=False)], grad_enabled=True,
-    ...                    culprit=("Thunder's torch._C._set_grad_enabled", "thunder.torch.f"), because="")
+    >>> blame = lambda request: (("Thunder's torch._C._set_grad_enabled", "thunder.torch.f"), "", None)
+    >>> unrecorded_changes(TraceCtx(), [Request(0, False, recorded=False)], grad_enabled=True, blame=blame)
     []
 """
 
@@ -25,12 +27,13 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.unrecorded_grad_mode")
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import (
     MARKER,
+    detached,
     differentiable,
     marker_mode,
     needing_inputs,
@@ -54,22 +57,27 @@ class Request(NamedTuple):
     recorded: bool
     #: ``file:line`` of the program's code that asked, if known.
     line: str | None = None
+    #: What the program called (None: ``torch._C._set_grad_enabled(enabled)``).
+    call: str | None = None
+
+
+#: Who is charged for a request the trace does not record, why it records none, and the fix if not the kind's:
+#: ((label, qualname), reason, advice or None).
+Blame = Callable[[Request], tuple[tuple[str, str], str, str | None]]
 
 
 def _asked(request: Request) -> str:
     where = f" at {request.line}" if request.line else ""
-    return f"torch._C._set_grad_enabled({request.enabled!r}){where}"
+    return f"{request.call or f'torch._C._set_grad_enabled({request.enabled!r})'}{where}"
 
 
-def unrecorded_changes(
-    trace: Any, requests: Sequence[Request], *, grad_enabled: bool, culprit: tuple[str, str], because: str
-) -> list[Violation]:
+def unrecorded_changes(trace: Any, requests: Sequence[Request], *, grad_enabled: bool, blame: Blame) -> list[Violation]:
     """Each tensor output Thunder keeps of a top-level symbol of ``trace`` that reads a tensor needing grad and is
     computed in another grad mode by eager's reading of ``requests`` than by the trace's markers, after a request
     that recorded none; reads only. Both start at ``grad_enabled`` (the jit call's mode). Followed until a
     request made after the mode left it: inside a jitted function ``torch.is_grad_enabled()`` reads PyTorch's
     mode, which Thunder leaves alone, so its value may not be eager's (``no_grad``'s exit restores what its entry
-    read). ``culprit`` is charged; ``because`` says why the change left no marker."""
+    read). ``blame`` says who is charged for a request and why it left no marker."""
     if all(request.recorded for request in requests):
         return []
     dead = Program(trace).dead_indices()
@@ -90,19 +98,19 @@ def unrecorded_changes(
                 return found
             followed = mode
             continue
-        by_thunder = followed and differentiable(bsym, needing)
+        by_thunder = followed and differentiable(bsym, needing) and not detached(bsym)
         by_eager = recorded_by_autograd(bsym, needing, program)
         if lost is None or by_thunder == by_eager or index in dead:
             continue
         inputs = {p.name for p in proxy_args(bsym)}
         for proxy in tensor_outs(bsym):
             if proxy.name not in inputs:
-                found.append(_unrecorded(proxy.name, bsym_label(index, bsym), lost, by_eager, culprit, because))
+                found.append(_unrecorded(proxy.name, bsym_label(index, bsym), lost, by_eager, *blame(lost)))
     return found
 
 
 def _unrecorded(
-    name: str, where: str, lost: Request, by_eager: bool, culprit: tuple[str, str], because: str
+    name: str, where: str, lost: Request, by_eager: bool, culprit: tuple[str, str], because: str, advice: str | None
 ) -> Violation:
     if by_eager:
         mode, effect = "enabled", (
@@ -116,5 +124,5 @@ def _unrecorded(
         "grad-mode-unrecorded", name,
         f"{where} computes its output {name} where the program has grad {mode} ({_asked(lost)}), but the trace "
         f"records no grad-mode change there ({because}): {effect}, so the program computes something else",
-        where, culprit=culprit,
+        where, culprit=culprit, advice=advice,
     )
