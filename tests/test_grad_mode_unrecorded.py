@@ -180,7 +180,7 @@ def test_an_inference_mode_region_is_reported_on_this_thunder() -> None:
         thunder.jit(inference_region)(torch.ones(3, 3, requires_grad=True))
     error = info.value
     assert error.kind == "grad-mode-unrecorded" and error.culprit == NO_LOOKASIDE and "y" in error.names
-    assert f"where the program has grad disabled (torch.inference_mode() at {__file__}:" in error.message
+    assert f"where the program has grad disabled (torch.inference_mode(), in effect at {__file__}:" in error.message
     assert "Thunder has no lookaside for torch.inference_mode" in error.message
     assert "enter inference mode around the jitted call" in error.fix
     assert not torch.is_inference_mode_enabled() and torch.is_grad_enabled()
@@ -195,6 +195,102 @@ def test_inference_mode_around_the_call_or_over_nothing_needing_grad_is_silent()
     assert log.to_dict()["violations"] == []
 
 
+def no_grad_then_inference(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        s = x.sum()
+    with torch.inference_mode():
+        y = x @ x
+    return y + x + s
+
+
+def no_grad_inside_inference(x: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        with torch.no_grad():  # its exit reads PyTorch's mode, disabled: Thunder records False twice
+            a = x * 2
+    return x * 3 + a
+
+
+@pytest.mark.parametrize("function", [no_grad_then_inference, no_grad_inside_inference])
+def test_a_region_after_another_or_inside_one_is_judged(function: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    _plain_differs(function)
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(function)(torch.ones(3, 3, requires_grad=True))
+    assert info.value.kind == "grad-mode-unrecorded"
+    assert torch.is_grad_enabled()  # strict raised before Thunder's call set the mode its markers leave
+
+
+def inference_mask(x: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        m = x > 4  # a bool tensor: no gradient either way
+    return x + m.float()
+
+
+def inference_detached(x: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        y = x * 2
+    return x + y.detach()  # no gradient reaches the output through y
+
+
+def inference_zeros(x: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        z = torch.zeros_like(x)  # its value does not depend on x
+    return x + z
+
+
+class RunningMean(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+        self.stat: torch.Tensor
+        self.register_buffer("stat", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            self.stat.mul_(0.9).add_(x.mean(0))  # statistics only: handed back as an input updated in place
+        return self.linear(x)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("function", [inference_mask, inference_detached, inference_zeros, RunningMean])
+def test_a_region_whose_values_take_no_gradient_to_the_output_is_silent(function: Any) -> None:
+    """Working programs: Thunder computes eager's values and gradients although it does not record the region."""
+    torch.manual_seed(0)
+    eager = function() if isinstance(function, type) else function
+    torch.manual_seed(0)
+    jitted = thunder.jit(function() if isinstance(function, type) else function)
+    x = torch.randn(4, 3, requires_grad=True)
+    y = x.detach().clone().requires_grad_()
+    eager(x).sum().backward()
+    with audit() as log, use_policy(STRICT):
+        jitted(y).sum().backward()
+    assert log.to_dict()["violations"] == []
+    assert x.grad is not None and y.grad is not None and torch.allclose(x.grad, y.grad)
+
+
+def test_inference_mode_around_a_call_then_inside_the_next_compile_is_reported() -> None:
+    with installed(STRICT):
+        with torch.inference_mode():
+            thunder.jit(lambda t: t * 2)(torch.ones(2))
+        with pytest.raises(BrokenTraceError):
+            thunder.jit(inference_region)(torch.ones(3, 3, requires_grad=True))
+
+
+def enable_grad_inside(x: torch.Tensor) -> torch.Tensor:
+    with torch.enable_grad():  # type: ignore[no-untyped-call]
+        y = x * 3
+    return y
+
+
+def test_enable_grad_inside_a_call_made_in_inference_mode_is_reported() -> None:
+    """Eager gives an inference tensor that does not require grad; Thunder records the enable_grad and
+    differentiates."""
+    x = torch.ones(3, requires_grad=True)
+    with torch.inference_mode():
+        assert not enable_grad_inside(x).requires_grad and thunder.jit(enable_grad_inside)(x).requires_grad
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info, torch.inference_mode():
+        thunder.jit(enable_grad_inside)(x)
+    assert "torch.inference_mode() around the jitted call" in info.value.message
+
+
 def test_each_thread_follows_its_own_inference_mode() -> None:
     import threading
 
@@ -202,7 +298,8 @@ def test_each_thread_follows_its_own_inference_mode() -> None:
     entered, compiled = threading.Event(), threading.Event()
 
     def holds_inference_mode() -> None:
-        with torch.inference_mode():  # this thread's mode only
+        with torch.inference_mode():  # this thread's mode only, its symbol calls too
+            thunder.jit(lambda t: t * 2)(torch.ones(2))
             entered.set()
             compiled.wait(60)
 

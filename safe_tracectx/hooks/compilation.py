@@ -74,7 +74,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "grad_enabled", "inference", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
                  "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
@@ -86,6 +86,8 @@ class Compilation:
         self.outer = outer
         #: The grad mode the jit call was made in (made when the interpretation starts, before it changes any).
         self.grad_enabled = torch.is_grad_enabled()
+        #: Whether the jit call was made in inference mode (``torch.inference_mode()`` around it).
+        self.inference = torch.is_inference_mode_enabled()
         self.forward: Any = None
         self.backward: Any = None
         #: The forward and backward Thunder made callables of (about to run), until both are there.

@@ -9,9 +9,9 @@ level of a trace a compilation interprets is kept with the trace (its position a
 trace's bound symbols, the mode asked for, the user's line, whether a marker was recorded),
 for ``traces.unrecorded_grad_mode`` to judge when the interpretation returns. Thunder has no
 lookaside for ``torch.inference_mode()``: the interpretation runs it opaquely, which turns
-PyTorch's inference mode on while it traces; ``symbol_calls``' ``get_tracectx`` sees the mode
-change at the next symbol call (``inference_mode_changed``), which is kept as a request too,
-one Thunder never records. Nothing is kept outside a compilation; no call is changed::
+PyTorch's inference mode on while it traces; ``symbol_calls``' ``get_tracectx`` sees it on at
+each symbol call made then, and each top-level one is marked (``symbol_in_inference_mode``):
+a region Thunder never records. Nothing is kept outside a compilation; no call is changed::
 
     >>> from safe_tracectx.hooks.grad_mode_requests import requests_in
     >>> from thunder.core.trace import TraceCtx
@@ -37,11 +37,13 @@ from safe_tracectx.traces.grad_mode import MARKER, across
 from safe_tracectx.traces.unrecorded_grad_mode import Request, unrecorded_changes
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["InferenceModeSeen", "hook_grad_mode_lookaside", "inference_mode_changed", "requests_in",
+__all__ = ["hook_grad_mode_lookaside", "inference_in", "requests_in", "symbol_in_inference_mode",
            "unhook_grad_mode_lookaside", "unrecorded"]
 
 #: The trace each request was made in -> its requests, in order (weak: they go with the trace).
 _requests: Final[weakref.WeakKeyDictionary[Any, list[_Asked]]] = weakref.WeakKeyDictionary()
+#: The trace -> its symbols called in inference mode (the bound symbol before each), in order.
+_inference: Final[weakref.WeakKeyDictionary[Any, list[_Asked]]] = weakref.WeakKeyDictionary()
 _lock: Final = threading.Lock()
 #: (the lookaside map, the lookaside, ours) while hooked.
 _hooked: Final[list[tuple[dict[Any, Any], Any, Any]]] = []
@@ -61,20 +63,14 @@ class _Asked(NamedTuple):
     call: str | None = None
 
 
-class InferenceModeSeen:
-    """PyTorch's inference mode at the last symbol call seen: in any thread (``last``, what the hook's fast path
-    compares, a plain attribute), and in each thread with the trace it was turned on in (``threads``)."""
+class _Marks(threading.local):
+    """This thread's last trace with a symbol called in inference mode: its marks (None: not judged)."""
 
-    __slots__ = ("last", "threads")
-
-    def __init__(self) -> None:
-        self.last = False
-        self.threads = _ThreadSeen()
+    trace: Any = None  # a weak reference
+    marks: list[_Asked] | None = None
 
 
-class _ThreadSeen(threading.local):
-    inference = False
-    trace: Any = None
+_thread: Final = _Marks()
 
 
 def requests_in(trace: Any) -> tuple[Request, ...]:
@@ -85,14 +81,23 @@ def requests_in(trace: Any) -> tuple[Request, ...]:
             asked = tuple(_requests.get(trace, ()))
         except TypeError:  # a trace that takes no weak reference
             return ()
-    places = {id(bsym): index for index, bsym in enumerate(trace.bound_symbols)}
+    places = _places(trace)
     requests = []
     for request in asked:
         if request.after is not None and id(request.after) not in places:
             return ()
-        index = 0 if request.after is None else places[id(request.after)] + 1
-        requests.append(Request(index, request.enabled, request.recorded, request.line, request.call))
+        requests.append(Request(places[id(request.after)], request.enabled, request.recorded, request.line, request.call))
     return tuple(requests)
+
+
+def _places(trace: Any) -> dict[int, int]:
+    """``id`` of each top-level bound symbol of ``trace`` -> the index of the one after it; ``id(None)`` -> the index
+    of the first the interpretation recorded (after the unpacking of the inputs Thunder puts in front)."""
+    bsyms = trace.bound_symbols
+    places = {id(bsym): index + 1 for index, bsym in enumerate(bsyms)}
+    places[id(None)] = next((i for i, b in enumerate(bsyms) if not str(getattr(b.sym, "name", "")).startswith("unpack")),
+                            len(bsyms))
+    return places
 
 
 def _user_line() -> str | None:
@@ -125,34 +130,54 @@ def _keep(trace: Any, start: int, enabled: object, recorded: bool, call: str | N
         _requests.setdefault(trace, []).append(asked)
 
 
-def inference_mode_changed(trace: Any, seen: InferenceModeSeen, symbol_call: Any) -> None:
-    """``symbol_calls``' hook saw PyTorch's inference mode other than at the last symbol call it saw (``seen``),
-    while ``trace`` is active: if this thread's mode changed, at a top-level symbol call (``symbol_call``: the code
-    of ``Symbol.__call__``) of a compilation, the change is kept as a request that applies from that symbol on."""
+def symbol_in_inference_mode(trace: Any, symbol_call: Any) -> None:
+    """``symbol_calls``' hook: a symbol is called while ``trace`` is active and PyTorch's inference mode is on. At a
+    top-level symbol call (``symbol_call``: the code of ``Symbol.__call__``) of a compilation not made in inference
+    mode, the symbol about to be recorded is marked as computed in inference mode."""
+    local = _thread
+    if local.trace is None or local.trace() is not trace:  # the first in this trace (a compilation's few lookups)
+        compilation = compilations.current()
+        marks: list[_Asked] | None = None if compilation is None or compilation.inference else []
+        try:
+            local.trace = weakref.ref(trace)
+        except TypeError:
+            return
+        local.marks = marks
+        if marks is not None:
+            with _lock:
+                _inference[trace] = marks
+    marks = local.marks
+    if marks is None:
+        return
     try:
         caller = sys._getframe(2)  # what called the hook: Symbol.__call__, or another reader of the trace
     except ValueError:
         return
-    if caller.f_code is not symbol_call:
-        return  # not a symbol's call: the next one says where the change applies
-    on = seen.last = torch.is_inference_mode_enabled()
-    thread = seen.threads
-    if on is thread.inference:
-        return  # another thread's mode changed: not this one's
-    opened, thread.inference = thread.trace, on
-    thread.trace = trace if on else None
     scopes = getattr(trace, "scopes", None)
-    if not (isinstance(scopes, list) and len(scopes) == 1) or compilations.current() is None:
-        return  # inside a symbol's own scope, or no compilation: nothing to judge
-    if not on and opened is not trace:
-        return  # turned on outside this trace (the jit call was made in inference mode)
+    if caller.f_code is not symbol_call or not (isinstance(scopes, list) and len(scopes) == 1):
+        return  # not a symbol's call, or inside a symbol's own scope
     try:
-        if on:
-            _keep(trace, len(trace.bound_symbols), False, False, "torch.inference_mode()")
-        else:
-            _keep(trace, len(trace.bound_symbols), torch.is_grad_enabled(), False, "the end of torch.inference_mode()")
+        bsyms = trace.bound_symbols
+        marks.append(_Asked(bsyms[-1] if bsyms else None, False, False, _user_line(), _INSIDE))
     except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
         internal_error("an inference-mode region of the program", bug)
+
+
+def inference_in(trace: Any) -> dict[int, Request]:
+    """The indices of the top-level bound symbols of ``trace`` computed in inference mode while it was interpreted
+    (each with what says where)."""
+    with _lock:
+        try:
+            marks = tuple(_inference.get(trace, ()))
+        except TypeError:
+            return {}
+    places = _places(trace)
+    found: dict[int, Request] = {}
+    for mark in marks:
+        index = places.get(id(mark.after))
+        if index is not None:
+            found[index] = Request(index, False, False, mark.line, mark.call)
+    return found
 
 
 def _observed(lookaside: Callable[..., Any]) -> Callable[..., Any]:
@@ -204,6 +229,10 @@ def unhook_grad_mode_lookaside() -> None:
             lookasides[torch._C._set_grad_enabled] = lookaside
 
 
+#: How a symbol computed in inference mode is said (with the line of the code that called it).
+_INSIDE: Final = "torch.inference_mode(), in effect"
+#: What a jit call made in inference mode asked for.
+_AROUND: Final = "torch.inference_mode() around the jitted call"
 #: Charged for an inference-mode region: the interpretation's choice of a lookaside, which has none for it.
 _NO_LOOKASIDE: Final = ("Thunder's interpretation of torch.inference_mode", "thunder.core.jit_ext.general_jit_lookaside")
 
@@ -243,10 +272,17 @@ def _culprit(request: Request, thunderfx: dict[str, Any] | None) -> tuple[tuple[
 def unrecorded(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None) -> list[tuple[Violation, Any]]:
     """The grad-mode changes the interpretation's computation ``traces`` (in the order made) do not record: judged
     in the trace the program asked in, named as in the later ones that rename it (``traces.grad_mode.across``)."""
-    asked = next(((t, found) for t in traces if (found := requests_in(t))), None)
-    if asked is None or all(request.recorded for request in asked[1]):
-        return []  # the common case: no change asked, or every one recorded
-    base, requests = asked
+    base = next((t for t in traces if requests_in(t) or inference_in(t)), None)
+    if base is None and getattr(compilation, "inference", False) and traces:
+        base = traces[0]
+    if base is None:
+        return []  # the common case: no change asked
+    requests, inference = requests_in(base), inference_in(base)
+    if getattr(compilation, "inference", False):  # the jit call made in inference mode: all of it
+        inference = {i: Request(i, False, False, None, _AROUND) for i in range(len(base.bound_symbols))}
+    if not inference and all(request.recorded for request in requests):
+        return []  # every change recorded
     later = [t for t in traces[traces.index(base) + 1 :] if len(t.bound_symbols) == len(base.bound_symbols)]
     return across([base, *later], lambda trace: unrecorded_changes(
-        trace, requests, grad_enabled=compilation.grad_enabled, blame=lambda request: _culprit(request, thunderfx)))
+        trace, requests, grad_enabled=compilation.grad_enabled, inference=inference,
+        blame=lambda request: _culprit(request, thunderfx)))

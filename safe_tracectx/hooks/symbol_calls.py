@@ -10,9 +10,10 @@ returns what Thunder's returns, and only when that is None for
 STRICT raises :class:`~safe_tracectx.errors.SymbolOutsideTraceError`, a
 ``NotImplementedError`` with Thunder's words first, naming the proxies the symbol
 was given and the code that called it; AUDIT records it and Thunder raises its own.
-With a trace active it also compares PyTorch's inference mode with the last it saw (one C
-call): a change is ``torch.inference_mode()`` inside a jitted function, which Thunder runs
-opaquely and records nothing of (``grad_mode_requests.inference_mode_changed``)::
+With a trace active it also reads PyTorch's inference mode (one C call): a symbol called in
+inference mode during a compilation is marked, ``torch.inference_mode()`` inside a jitted
+function being what Thunder runs opaquely and records nothing of
+(``grad_mode_requests.symbol_in_inference_mode``)::
 
     >>> import thunder.core.symbol as symbol
     >>> from safe_tracectx.hooks.symbol_calls import make_symbol_tracectx
@@ -33,7 +34,7 @@ from safe_tracectx._support.callsite import calling_code, find_call_site
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.context.blocks import TRACE_VAR
 from safe_tracectx.errors import TraceContextError
-from safe_tracectx.hooks.grad_mode_requests import InferenceModeSeen, inference_mode_changed
+from safe_tracectx.hooks.grad_mode_requests import symbol_in_inference_mode
 from safe_tracectx.hooks.reporting import internal_error
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.policy.actions import act
@@ -137,15 +138,14 @@ def make_symbol_tracectx(original: Callable[[], Any]) -> Callable[[], Any]:
         if caller.f_code is call_code:
             _called_outside_a_trace(caller)
 
-    seen = InferenceModeSeen()
     if original is thunder_trace.get_tracectx:  # Thunder's own: read its ContextVar (the hot path)
 
         def get_tracectx() -> Any:
             trace = _trace_get(None)
             if trace is None:
                 outside()
-            elif _inference_mode() is not seen.last:  # torch.inference_mode() in a jitted function, maybe
-                inference_mode_changed(trace, seen, call_code)
+            elif _inference_mode():  # torch.inference_mode() in a jitted function, maybe
+                symbol_in_inference_mode(trace, call_code)
             return trace
 
     else:  # another library's function in its place: called, as without us
@@ -154,8 +154,8 @@ def make_symbol_tracectx(original: Callable[[], Any]) -> Callable[[], Any]:
             trace = original()
             if trace is None:
                 outside()
-            elif _inference_mode() is not seen.last:
-                inference_mode_changed(trace, seen, call_code)
+            elif _inference_mode():
+                symbol_in_inference_mode(trace, call_code)
             return trace
 
     get_tracectx.__wrapped__ = original  # type: ignore[attr-defined]

@@ -27,8 +27,13 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.unrecorded_grad_mode")
 
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, NamedTuple
+
+from thunder.core import dtypes
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import TensorProxy
+from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import (
@@ -43,7 +48,14 @@ from safe_tracectx.traces.grad_mode import (
 from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["Request", "unrecorded_changes"]
+__all__ = ["Blame", "Request", "unrecorded_changes"]
+
+_RETURN: Final = PrimIDs.RETURN
+#: Symbols whose outputs take no gradient from what they read (their values do not depend on it, or are cut off).
+_NO_GRADIENT: Final = frozenset({
+    "torch.detach", "torch.zeros_like", "torch.ones_like", "torch.full_like", "torch.empty_like", "torch.rand_like",
+    "torch.randn_like", "torch.randint_like", "torch.argmax", "torch.argmin",
+})
 
 
 class Request(NamedTuple):
@@ -71,27 +83,67 @@ def _asked(request: Request) -> str:
     return f"{request.call or f'torch._C._set_grad_enabled({request.enabled!r})'}{where}"
 
 
-def unrecorded_changes(trace: Any, requests: Sequence[Request], *, grad_enabled: bool, blame: Blame) -> list[Violation]:
-    """Each tensor output Thunder keeps of a top-level symbol of ``trace`` that reads a tensor needing grad and is
-    computed in another grad mode by eager's reading of ``requests`` than by the trace's markers, after a request
-    that recorded none; reads only. Both start at ``grad_enabled`` (the jit call's mode). Followed until a
-    request made after the mode left it: inside a jitted function ``torch.is_grad_enabled()`` reads PyTorch's
-    mode, which Thunder leaves alone, so its value may not be eager's (``no_grad``'s exit restores what its entry
-    read). ``blame`` says who is charged for a request and why it left no marker."""
-    if all(request.recorded for request in requests):
+def _returned_reach(trace: Any) -> set[str]:
+    """The names of the floating tensors a gradient can flow through to what ``trace`` returns to the caller (its
+    output, not the inputs it hands back for their in-place updates), through symbols that have one."""
+    bsyms = trace.bound_symbols
+    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
+        return {p.name for b in bsyms for p in tensor_outs(b)}  # not a whole program: everything may reach
+    value = bsyms[-1].args[0] if bsyms[-1].args else None
+    if isinstance(value, dict) and "output" in value:
+        value = value["output"]
+    flat, _ = tree_flatten(value)  # type: ignore[no-untyped-call]
+    reach = {p.name for p in flat if _floating(p)}
+    for bsym in reversed(bsyms[:-1]):
+        if bsym.sym.id in _NO_GRADIENT or not any(p.name in reach for p in tensor_outs(bsym)):
+            continue
+        reach.update(p.name for p in proxy_args(bsym) if _floating(p))
+    return reach
+
+
+def _floating(proxy: Any) -> bool:
+    """A tensor a gradient can flow through (not bool or integer)."""
+    dtype = getattr(proxy, "dtype", None)
+    return isinstance(proxy, TensorProxy) and (dtypes.is_float_dtype(dtype) or dtypes.is_complex_dtype(dtype))
+
+
+def unrecorded_changes(
+    trace: Any, requests: Sequence[Request], *, grad_enabled: bool, blame: Blame,
+    inference: Mapping[int, Request] | None = None,
+) -> list[Violation]:
+    """Each floating tensor output of a top-level symbol of ``trace``, through which a gradient can reach what the
+    trace returns, that reads a tensor needing grad and is computed in another grad mode by eager's reading of the
+    program than by the trace's markers; reads only. Both start at ``grad_enabled`` (the jit call's mode); eager's
+    follows ``requests`` and ``inference`` (the indices of the symbols called in inference mode: grad disabled,
+    and the mode at its entry again after it); the trace's follows its markers.
+
+    Inside a jitted function ``torch.is_grad_enabled()`` reads PyTorch's mode, which Thunder leaves at the start
+    mode (disabled in inference mode), so a request made while eager's mode is another may carry a value eager
+    would not (``no_grad``'s exit restores what its entry read): one that sets the start mode is taken (a misread
+    one leaves eager's mode as Thunder's, so nothing is reported for it), any other ends the judgement.
+    ``blame`` says who is charged for a change and why it left no marker."""
+    inference = inference or {}
+    if not inference and all(request.recorded for request in requests):
         return []
-    dead = Program(trace).dead_indices()
+    dead, reach = Program(trace).dead_indices(), _returned_reach(trace)
     needing = needing_inputs(trace)
-    program, followed = grad_enabled, grad_enabled  # eager's mode, the trace's
-    pending, lost = list(requests), None
+    program, followed = grad_enabled, grad_enabled  # eager's mode (outside inference mode), the trace's
+    pending, lost, entered = list(requests), None, None
     found: list[Violation] = []
     for index, bsym in enumerate(trace.bound_symbols):
+        region = inference.get(index)
+        if region is not None and entered is None:
+            entered, lost = program, region  # the mode inference mode's exit restores
+        elif region is None and entered is not None:
+            program, entered = entered, None
         while pending and pending[0].position <= index:
             request = pending.pop(0)
-            if program != grad_enabled or type(request.enabled) is not bool:
+            real = grad_enabled and entered is None  # what torch.is_grad_enabled() reads while Thunder traces
+            eager = program and entered is None
+            if type(request.enabled) is not bool or (eager != real and request.enabled != grad_enabled):
                 return found  # a mode eager may not have: nothing after it is judged
             program = request.enabled
-            lost = None if request.recorded else request
+            lost = lost if request.recorded else request
         if getattr(bsym.sym, "id", None) == MARKER:
             mode = marker_mode(bsym)
             if mode is None:
@@ -99,12 +151,12 @@ def unrecorded_changes(trace: Any, requests: Sequence[Request], *, grad_enabled:
             followed = mode
             continue
         by_thunder = followed and differentiable(bsym, needing) and not detached(bsym)
-        by_eager = recorded_by_autograd(bsym, needing, program)
-        if lost is None or by_thunder == by_eager or index in dead:
+        by_eager = recorded_by_autograd(bsym, needing, program and entered is None)
+        if lost is None or by_thunder == by_eager or index in dead or bsym.sym.id in _NO_GRADIENT:
             continue
         inputs = {p.name for p in proxy_args(bsym)}
         for proxy in tensor_outs(bsym):
-            if proxy.name not in inputs:
+            if proxy.name not in inputs and proxy.name in reach and _floating(proxy):
                 found.append(_unrecorded(proxy.name, bsym_label(index, bsym), lost, by_eager, *blame(lost)))
     return found
 
