@@ -142,10 +142,10 @@ def symbol_in_inference_mode(trace: Any, symbol_call: Any) -> None:
             local.trace = weakref.ref(trace)
         except TypeError:
             return
-        local.marks = marks
-        if marks is not None:
+        if marks is not None:  # a trace Thunder made current again (a higher-order function's traced between)
             with _lock:
-                _inference[trace] = marks
+                marks = _inference.setdefault(trace, marks)
+        local.marks = marks
     marks = local.marks
     if marks is None:
         return
@@ -251,7 +251,13 @@ def _culprit(request: Request, thunderfx: dict[str, Any] | None) -> tuple[tuple[
     from thunder.torch import _torch_to_thunder_function_map
 
     advice = None
-    if request.call is not None:
+    if request.call == _AROUND:
+        culprit, because, advice = _NO_LOOKASIDE, (
+            "the jit call was made in inference mode, where eager PyTorch computes every tensor without autograd "
+            "whatever the function asks, and Thunder follows the grad-mode markers the function records"), (
+            "do not turn grad on inside a function called in inference mode; to compute gradients in it, call it "
+            "under torch.no_grad() instead, whose enable_grad regions Thunder follows as eager does")
+    elif request.call is not None:
         culprit, because, advice = _NO_LOOKASIDE, (
             "Thunder has no lookaside for torch.inference_mode (torch._C._InferenceMode): the interpretation runs it "
             "opaquely, which turns PyTorch's inference mode on while it traces and records nothing"), _INFERENCE_FIX

@@ -40,7 +40,8 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["MARKER", "Retagging", "across", "detached", "detached_across", "detached_under_grad", "differentiable",
-           "marker_mode", "meta_definer", "mode_left", "needing_inputs", "recorded_by_autograd", "tensor_outs"]
+           "marker_mode", "meta_definer", "mode_left", "needing_inputs", "recorded_by_autograd", "tensor_outs",
+           "written"]
 
 #: The id of Thunder's grad-mode marker (``thunder.torch._set_grad_enabled_with_warning``).
 MARKER: Final = "set_grad_enabled"
@@ -128,11 +129,11 @@ def _reads(bsym: Any) -> set[str]:
     return {p.name for p in proxy_args(bsym)}.union(*map(_reads, getattr(bsym, "subsymbols", ())))
 
 
-def _written(bsym: Any) -> set[str]:
+def written(bsym: Any) -> set[str]:
     """The names of the proxies ``bsym`` writes into (the destination of each ``copy_`` in it: an in-place op)."""
     copy = getattr(bsym.sym, "id", None) == PrimIDs.COPY_ and len(bsym.args) > 1  # prims.copy_(src, dst)
     own = {bsym.args[1].name} if copy and isinstance(bsym.args[1], TensorProxy) else set()
-    return own.union(*map(_written, getattr(bsym, "subsymbols", ())))
+    return own.union(*map(written, getattr(bsym, "subsymbols", ())))
 
 
 def tensor_outs(bsym: Any) -> list[Any]:
@@ -162,7 +163,7 @@ def recorded_by_autograd(bsym: Any, needing: set[str], enabled: bool | None) -> 
     needing.update(p.name for p in outs if getattr(p, "requires_grad", False) is True)
     if not enabled or not differentiable(bsym, needing):
         return False
-    needing.update({p.name for p in outs} | _written(bsym))  # what eager gives a grad_fn (the lost ones too)
+    needing.update({p.name for p in outs} | written(bsym))  # what eager gives a grad_fn (the lost ones too)
     return True
 
 

@@ -36,26 +36,16 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.traces.bound_proxies import proxy_args
-from safe_tracectx.traces.grad_mode import (
-    MARKER,
-    detached,
-    differentiable,
-    marker_mode,
-    needing_inputs,
-    recorded_by_autograd,
-    tensor_outs,
-)
+from safe_tracectx.traces.grad_mode import MARKER, detached, marker_mode, needing_inputs, tensor_outs, written
 from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["Blame", "Request", "unrecorded_changes"]
 
 _RETURN: Final = PrimIDs.RETURN
-#: Symbols whose outputs take no gradient from what they read (their values do not depend on it, or are cut off).
-_NO_GRADIENT: Final = frozenset({
-    "torch.detach", "torch.zeros_like", "torch.ones_like", "torch.full_like", "torch.empty_like", "torch.rand_like",
-    "torch.randn_like", "torch.randint_like", "torch.argmax", "torch.argmin",
-})
+#: What a gradient does not flow through: ``detach``, and the prims whose gradient is zero.
+_CUT: Final = "torch.detach"
+_ZERO_GRADIENT: Final = frozenset({PrimIDs.SIGN, PrimIDs.FLOOR, PrimIDs.CEIL, PrimIDs.ROUND, PrimIDs.TRUNC})
 
 
 class Request(NamedTuple):
@@ -83,21 +73,47 @@ def _asked(request: Request) -> str:
     return f"{request.call or f'torch._C._set_grad_enabled({request.enabled!r})'}{where}"
 
 
-def _returned_reach(trace: Any) -> set[str]:
-    """The names of the floating tensors a gradient can flow through to what ``trace`` returns to the caller (its
-    output, not the inputs it hands back for their in-place updates), through symbols that have one."""
+def _gradient_reads(bsym: Any) -> set[str]:
+    """The floating tensors a gradient of ``bsym``'s outputs flows to: what its decomposition reads (a prim's own
+    arguments), not through ``detach`` or a prim whose gradient is zero. A tensor read only for its dtype, device or
+    shape (``torch.arange(n).to(x)``, ``x.new_zeros(...)``, ``zeros_like``) is read by no subsymbol."""
+    if bsym.sym.id == _CUT or bsym.sym.id in _ZERO_GRADIENT or str(bsym.sym.id).rpartition(".")[2].startswith("new_"):
+        return set()  # detach, a zero gradient, x.new_zeros(...) and the like (x gives only dtype and device)
+    subsymbols = getattr(bsym, "subsymbols", ())
+    if subsymbols:
+        return set().union(*map(_gradient_reads, subsymbols))
+    return {p.name for p in proxy_args(bsym) if _floating(p)}
+
+
+def _storages(trace: Any) -> dict[str, str]:
+    """Each output of an in-place symbol -> the tensor it updated, followed to the first (``x.mul_(a).add_(b)``
+    updates ``x`` twice): the name that holds the storage."""
+    root: dict[str, str] = {}
+    for bsym in trace.bound_symbols:
+        into = sorted(written(bsym))
+        if into:
+            for proxy in tensor_outs(bsym):
+                root.setdefault(proxy.name, root.get(into[0], into[0]))
+    return root
+
+
+def _returned_reach(trace: Any, differentiated: Sequence[bool], root: Mapping[str, str]) -> set[str]:
+    """The storages (:func:`_storages`) of the floating tensors a gradient can flow through to what ``trace``
+    returns to the caller (its output, not the inputs it hands back for their in-place updates), through the
+    symbols Thunder differentiates (``differentiated``, by index) and what they wrote into in place."""
     bsyms = trace.bound_symbols
     if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
-        return {p.name for b in bsyms for p in tensor_outs(b)}  # not a whole program: everything may reach
+        return {root.get(p.name, p.name) for b in bsyms for p in tensor_outs(b)}  # not a whole program: all of it
     value = bsyms[-1].args[0] if bsyms[-1].args else None
     if isinstance(value, dict) and "output" in value:
         value = value["output"]
     flat, _ = tree_flatten(value)  # type: ignore[no-untyped-call]
-    reach = {p.name for p in flat if _floating(p)}
-    for bsym in reversed(bsyms[:-1]):
-        if bsym.sym.id in _NO_GRADIENT or not any(p.name in reach for p in tensor_outs(bsym)):
-            continue
-        reach.update(p.name for p in proxy_args(bsym) if _floating(p))
+    reach = {root.get(p.name, p.name) for p in flat if _floating(p)}
+    for index in range(len(bsyms) - 2, -1, -1):
+        bsym = bsyms[index]
+        made = {root.get(n, n) for n in (*(p.name for p in tensor_outs(bsym)), *written(bsym))}
+        if differentiated[index] and made & reach:
+            reach |= {root.get(n, n) for n in _gradient_reads(bsym)}
     return reach
 
 
@@ -105,6 +121,18 @@ def _floating(proxy: Any) -> bool:
     """A tensor a gradient can flow through (not bool or integer)."""
     dtype = getattr(proxy, "dtype", None)
     return isinstance(proxy, TensorProxy) and (dtypes.is_float_dtype(dtype) or dtypes.is_complex_dtype(dtype))
+
+
+def _thunder_modes(trace: Any, grad_enabled: bool) -> list[bool | None]:
+    """The grad mode each top-level symbol of ``trace`` is called in by its markers (a marker: its own mode; None
+    after a marker whose mode cannot be followed)."""
+    modes: list[bool | None] = []
+    mode: bool | None = grad_enabled
+    for bsym in trace.bound_symbols:
+        if mode is not None and getattr(bsym.sym, "id", None) == MARKER:
+            mode = marker_mode(bsym)
+        modes.append(mode)
+    return modes
 
 
 def unrecorded_changes(
@@ -125,12 +153,17 @@ def unrecorded_changes(
     inference = inference or {}
     if not inference and all(request.recorded for request in requests):
         return []
-    dead, reach = Program(trace).dead_indices(), _returned_reach(trace)
-    needing = needing_inputs(trace)
-    program, followed = grad_enabled, grad_enabled  # eager's mode (outside inference mode), the trace's
+    bsyms = trace.bound_symbols
+    modes = _thunder_modes(trace, grad_enabled)
+    differentiated = [mode is True and getattr(b.sym, "id", None) != MARKER and not detached(b)
+                      for mode, b in zip(modes, bsyms)]
+    root = _storages(trace)
+    dead, reach = Program(trace).dead_indices(), _returned_reach(trace, differentiated, root)
+    needing, needing_thunder = needing_inputs(trace), needing_inputs(trace)
+    program = grad_enabled  # eager's mode outside inference mode
     pending, lost, entered = list(requests), None, None
     found: list[Violation] = []
-    for index, bsym in enumerate(trace.bound_symbols):
+    for index, bsym in enumerate(bsyms):
         region = inference.get(index)
         if region is not None and entered is None:
             entered, lost = program, region  # the mode inference mode's exit restores
@@ -144,25 +177,29 @@ def unrecorded_changes(
                 return found  # a mode eager may not have: nothing after it is judged
             program = request.enabled
             lost = lost if request.recorded else request
+        if modes[index] is None:
+            return found  # a marker whose mode cannot be followed
         if getattr(bsym.sym, "id", None) == MARKER:
-            mode = marker_mode(bsym)
-            if mode is None:
-                return found
-            followed = mode
             continue
-        by_thunder = followed and differentiable(bsym, needing) and not detached(bsym)
-        by_eager = recorded_by_autograd(bsym, needing, program and entered is None)
-        if lost is None or by_thunder == by_eager or index in dead or bsym.sym.id in _NO_GRADIENT:
+        reads = _gradient_reads(bsym)
+        outs = {p.name for p in tensor_outs(bsym)} | written(bsym)
+        by_thunder = differentiated[index] and bool(reads & needing_thunder)
+        by_eager = program and entered is None and bool(reads & needing)
+        needing.update(outs if by_eager else ())
+        needing_thunder.update(outs if by_thunder else ())
+        if lost is None or by_thunder == by_eager or index in dead:
             continue
         inputs = {p.name for p in proxy_args(bsym)}
-        for proxy in tensor_outs(bsym):
-            if proxy.name not in inputs and proxy.name in reach and _floating(proxy):
-                found.append(_unrecorded(proxy.name, bsym_label(index, bsym), lost, by_eager, *blame(lost)))
+        after = region is None and lost.call is not None  # past the inference-mode region it is blamed on
+        for name in dict.fromkeys([*(p.name for p in tensor_outs(bsym)), *sorted(written(bsym))]):
+            if root.get(name, name) in reach and name not in inputs:
+                found.append(_unrecorded(name, bsym_label(index, bsym), lost, by_eager, after, *blame(lost)))
     return found
 
 
 def _unrecorded(
-    name: str, where: str, lost: Request, by_eager: bool, culprit: tuple[str, str], because: str, advice: str | None
+    name: str, where: str, lost: Request, by_eager: bool, after: bool, culprit: tuple[str, str], because: str,
+    advice: str | None,
 ) -> Violation:
     if by_eager:
         mode, effect = "enabled", (
@@ -174,7 +211,8 @@ def _unrecorded(
             "it reads gets a gradient through it, which eager PyTorch does not give")
     return Violation(
         "grad-mode-unrecorded", name,
-        f"{where} computes its output {name} where the program has grad {mode} ({_asked(lost)}), but the trace "
-        f"records no grad-mode change there ({because}): {effect}, so the program computes something else",
+        f"{where} computes {name} where the program has grad {mode} ({'after ' if after else ''}{_asked(lost)}), "
+        f"but the trace's grad mode there is not the program's ({because}): {effect}, so the program computes "
+        "something else",
         where, culprit=culprit, advice=advice,
     )
