@@ -115,7 +115,7 @@ def _user_line() -> str | None:
     return None
 
 
-def _asked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+def _mode_asked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     from thunder.core.interpreter import unwrap
 
     value = args[0] if args else kwargs.get("enabled")
@@ -197,7 +197,7 @@ def _observed(lookaside: Callable[..., Any]) -> Callable[..., Any]:
         result = lookaside(*args, **kwargs)
         try:
             recorded = any(getattr(b.sym, "id", None) == MARKER for b in trace.bound_symbols[start:])
-            _keep(trace, start, _asked(args, kwargs), recorded)
+            _keep(trace, start, _mode_asked(args, kwargs), recorded)
         except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
             internal_error("a grad-mode change the program asked for", bug)
         return result
@@ -275,10 +275,19 @@ def _culprit(request: Request, thunderfx: dict[str, Any] | None) -> tuple[tuple[
     return (splitter.label, splitter.qualname), handed + because, advice
 
 
+def _kept_for(trace: Any) -> bool:
+    """Whether a request or an inference-mode symbol was kept for ``trace``."""
+    with _lock:
+        try:
+            return trace in _requests or trace in _inference
+        except TypeError:  # a trace that takes no weak reference
+            return False
+
+
 def unrecorded(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None) -> list[tuple[Violation, Any]]:
     """The grad-mode changes the interpretation's computation ``traces`` (in the order made) do not record: judged
     in the trace the program asked in, named as in the later ones that rename it (``traces.grad_mode.across``)."""
-    base = next((t for t in traces if requests_in(t) or inference_in(t)), None)
+    base = next((t for t in traces if _kept_for(t)), None)  # a lookup per trace; nothing is built for the others
     if base is None and getattr(compilation, "inference", False) and traces:
         base = traces[0]
     if base is None:
