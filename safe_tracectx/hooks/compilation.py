@@ -74,7 +74,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "inference", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "grad_enabled", "inference", "differentiates", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
                  "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
@@ -90,6 +90,8 @@ class Compilation:
         self.inference = torch.is_inference_mode_enabled()
         self.forward: Any = None
         self.backward: Any = None
+        #: The trace Thunder's first autodiff pass was given: the program the forward/backward split differentiates.
+        self.differentiates: Any = None
         #: The forward and backward Thunder made callables of (about to run), until both are there.
         self.running: dict[str, Any] = {}
         #: The last (forward, backward) compared as about to run.
@@ -165,6 +167,7 @@ class Compilation:
     def release(self) -> None:
         """The compilation ended: the traces its passes read or returned are no longer kept alive."""
         self._kept = None
+        self.differentiates = None
         self.retagged, self._retagged_proxies = {}, []
         self.call = None
 

@@ -18,6 +18,7 @@ checked, and what is wrong is added to the exception as notes::
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -29,7 +30,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx._support import events
 from safe_tracectx._support.callsite import CallSite, find_call_site, user_definition
 from safe_tracectx._support.labels import describe_trace
-from safe_tracectx._support.pass_catalog import Precondition
+from safe_tracectx._support.pass_catalog import PASSES, Precondition
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import call_grad_mode, faults, fx_splits, grad_mode_requests, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
@@ -38,12 +39,16 @@ from safe_tracectx.hooks.reporting import explain_failure, internal_error, repor
 from safe_tracectx.traces import swaps
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.checks import Violation, check_handover, generatable
+from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.fingerprint import fingerprint, packed_fingerprint
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
 
 #: ``audited_pass`` labels declared in this process -> their function (or ``block``); ``thunder_support()`` lists them.
 DECLARED: Final[dict[str, str]] = {}
+
+#: Thunder's autodiff passes: the first one a compilation runs is given the program the split differentiates.
+_DIFFERENTIATING: Final = frozenset(spec.qualname for spec in PASSES if spec.kind == "autodiff")
 
 #: The innermost pass running in this context (its proxies are counted on it).
 current_run: Final[ContextVar[PassRun | None]] = ContextVar("safe_tracectx.current_run", default=None)
@@ -83,6 +88,8 @@ class PassRun:
         if role is None and not pair and compilation is not None and self.inputs and kind in ("transform", "fusion", "user"):
             role = compilation.role_of(self.inputs[0])
         self.role = role
+        if compilation is not None and compilation.differentiates is None and qualname in _DIFFERENTIATING and self.inputs:
+            compilation.differentiates = self.inputs[0]
         self.proxies = 0
         #: id(trace) -> (trace, first name it gave) for proxies made directly in this run.
         self.namers: dict[int, tuple[Any, str]] = {}
@@ -212,9 +219,14 @@ def _pair_violations(run: PassRun, sides: tuple[TraceCtx | None, TraceCtx | None
     while (the hand-over is checked again when both are about to run,
     ``steps.check_about_to_run``).
     """
-    if sides is None or sides[0] is None or sides[1] is None:
+    if sides is None or sides[0] is None:
         return []
-    return _found_in(run, sides[1], check_handover(sides[0], sides[1]))
+    found = [] if sides[1] is None else check_handover(sides[0], sides[1])
+    compilation = run.compilation
+    if compilation is not None and compilation.differentiates is not None:
+        found += [v if v.culprit else dataclasses.replace(v, culprit=(run.label, run.qualname))  # the pass made it
+                  for v in dropped_gradients(compilation.differentiates, *sides, grad_enabled=compilation.grad_enabled)]
+    return _found_in(run, sides[1] if sides[1] is not None else sides[0], found)
 
 
 def _borrowed(run: PassRun, outputs: list[TraceCtx]) -> list[tuple[Violation, TraceCtx]]:

@@ -28,24 +28,15 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.unrecorded_grad_mode")
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
-
-from thunder.core import dtypes
-from thunder.core.prims import PrimIDs
-from thunder.core.proxies import TensorProxy
-from thunder.core.pytree import tree_flatten
+from typing import Any, NamedTuple
 
 from safe_tracectx.traces.bound_proxies import proxy_args
-from safe_tracectx.traces.grad_mode import MARKER, detached, marker_mode, needing_inputs, tensor_outs, written
+from safe_tracectx.traces.grad_mode import MARKER, needing_inputs, tensor_outs, written
+from safe_tracectx.traces.gradient_flow import differentiated, gradient_reads, returned_reach, storages, thunder_modes
 from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["Blame", "Request", "unrecorded_changes"]
-
-_RETURN: Final = PrimIDs.RETURN
-#: What a gradient does not flow through: ``detach``, and the prims whose gradient is zero.
-_CUT: Final = "torch.detach"
-_ZERO_GRADIENT: Final = frozenset({PrimIDs.SIGN, PrimIDs.FLOOR, PrimIDs.CEIL, PrimIDs.ROUND, PrimIDs.TRUNC})
 
 
 class Request(NamedTuple):
@@ -73,68 +64,6 @@ def _asked(request: Request) -> str:
     return f"{request.call or f'torch._C._set_grad_enabled({request.enabled!r})'}{where}"
 
 
-def _gradient_reads(bsym: Any) -> set[str]:
-    """The floating tensors a gradient of ``bsym``'s outputs flows to: what its decomposition reads (a prim's own
-    arguments), not through ``detach`` or a prim whose gradient is zero. A tensor read only for its dtype, device or
-    shape (``torch.arange(n).to(x)``, ``x.new_zeros(...)``, ``zeros_like``) is read by no subsymbol."""
-    if bsym.sym.id == _CUT or bsym.sym.id in _ZERO_GRADIENT or str(bsym.sym.id).rpartition(".")[2].startswith("new_"):
-        return set()  # detach, a zero gradient, x.new_zeros(...) and the like (x gives only dtype and device)
-    subsymbols = getattr(bsym, "subsymbols", ())
-    if subsymbols:
-        return set().union(*map(_gradient_reads, subsymbols))
-    return {p.name for p in proxy_args(bsym) if _floating(p)}
-
-
-def _storages(trace: Any) -> dict[str, str]:
-    """Each output of an in-place symbol -> the tensor it updated, followed to the first (``x.mul_(a).add_(b)``
-    updates ``x`` twice): the name that holds the storage."""
-    root: dict[str, str] = {}
-    for bsym in trace.bound_symbols:
-        into = sorted(written(bsym))
-        if into:
-            for proxy in tensor_outs(bsym):
-                root.setdefault(proxy.name, root.get(into[0], into[0]))
-    return root
-
-
-def _returned_reach(trace: Any, differentiated: Sequence[bool], root: Mapping[str, str]) -> set[str]:
-    """The storages (:func:`_storages`) of the floating tensors a gradient can flow through to what ``trace``
-    returns to the caller (its output, not the inputs it hands back for their in-place updates), through the
-    symbols Thunder differentiates (``differentiated``, by index) and what they wrote into in place."""
-    bsyms = trace.bound_symbols
-    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
-        return {root.get(p.name, p.name) for b in bsyms for p in tensor_outs(b)}  # not a whole program: all of it
-    value = bsyms[-1].args[0] if bsyms[-1].args else None
-    if isinstance(value, dict) and "output" in value:
-        value = value["output"]
-    flat, _ = tree_flatten(value)  # type: ignore[no-untyped-call]
-    reach = {root.get(p.name, p.name) for p in flat if _floating(p)}
-    for index in range(len(bsyms) - 2, -1, -1):
-        bsym = bsyms[index]
-        made = {root.get(n, n) for n in (*(p.name for p in tensor_outs(bsym)), *written(bsym))}
-        if differentiated[index] and made & reach:
-            reach |= {root.get(n, n) for n in _gradient_reads(bsym)}
-    return reach
-
-
-def _floating(proxy: Any) -> bool:
-    """A tensor a gradient can flow through (not bool or integer)."""
-    dtype = getattr(proxy, "dtype", None)
-    return isinstance(proxy, TensorProxy) and (dtypes.is_float_dtype(dtype) or dtypes.is_complex_dtype(dtype))
-
-
-def _thunder_modes(trace: Any, grad_enabled: bool) -> list[bool | None]:
-    """The grad mode each top-level symbol of ``trace`` is called in by its markers (a marker: its own mode; None
-    after a marker whose mode cannot be followed)."""
-    modes: list[bool | None] = []
-    mode: bool | None = grad_enabled
-    for bsym in trace.bound_symbols:
-        if mode is not None and getattr(bsym.sym, "id", None) == MARKER:
-            mode = marker_mode(bsym)
-        modes.append(mode)
-    return modes
-
-
 def unrecorded_changes(
     trace: Any, requests: Sequence[Request], *, grad_enabled: bool, blame: Blame,
     inference: Mapping[int, Request] | None = None,
@@ -154,11 +83,10 @@ def unrecorded_changes(
     if not inference and all(request.recorded for request in requests):
         return []
     bsyms = trace.bound_symbols
-    modes = _thunder_modes(trace, grad_enabled)
-    differentiated = [mode is True and getattr(b.sym, "id", None) != MARKER and not detached(b)
-                      for mode, b in zip(modes, bsyms)]
-    root = _storages(trace)
-    dead, reach = Program(trace).dead_indices(), _returned_reach(trace, differentiated, root)
+    modes = thunder_modes(trace, grad_enabled)
+    by_split = differentiated(trace, grad_enabled=grad_enabled, modes=modes)
+    root = storages(trace)
+    dead, reach = Program(trace).dead_indices(), returned_reach(trace, by_split, root)
     needing, needing_thunder = needing_inputs(trace), needing_inputs(trace)
     program = grad_enabled  # eager's mode outside inference mode
     pending, lost, entered = list(requests), None, None
@@ -181,9 +109,9 @@ def unrecorded_changes(
             return found  # a marker whose mode cannot be followed
         if getattr(bsym.sym, "id", None) == MARKER:
             continue
-        reads = _gradient_reads(bsym)
+        reads = gradient_reads(bsym)
         outs = {p.name for p in tensor_outs(bsym)} | written(bsym)
-        by_thunder = differentiated[index] and bool(reads & needing_thunder)
+        by_thunder = by_split[index] and bool(reads & needing_thunder)
         by_eager = program and entered is None and bool(reads & needing)
         needing.update(outs if by_eager else ())
         needing_thunder.update(outs if by_thunder else ())

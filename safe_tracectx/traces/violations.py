@@ -50,6 +50,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "unreturned-output": BrokenTraceError,
     "grad-mode-lost": BrokenTraceError,
     "grad-mode-unrecorded": BrokenTraceError,
+    "gradient-dropped": BrokenTraceError,
 }
 
 

@@ -1,0 +1,123 @@
+"""Where a gradient flows in a trace, by Thunder's semantics: what each symbol's decomposition reads, which
+top-level symbols the forward/backward split differentiates, and what reaches the returned output.
+
+Reads only; shared by the checks that compare the trace with what eager PyTorch would differentiate
+(``grad-mode-unrecorded``, ``gradient-dropped``)::
+
+    >>> import torch, thunder
+    >>> jitted = thunder.jit(lambda x, y: (x * 2, y.detach()))
+    >>> _ = jitted(torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True))
+    >>> trace = thunder.last_traces(jitted)[0]
+    >>> sorted(returned_reach(trace, differentiated(trace, grad_enabled=True), storages(trace)))
+    ['t0', 'x']
+"""
+
+from __future__ import annotations
+
+from safe_tracectx._support.extras import require_thunder
+
+require_thunder("safe_tracectx.traces.gradient_flow")
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from thunder.core import dtypes
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import TensorProxy
+from thunder.core.pytree import tree_flatten
+
+from safe_tracectx.traces.bound_proxies import proxy_args
+from safe_tracectx.traces.grad_mode import MARKER, detached, marker_mode, tensor_outs, written
+
+__all__ = [
+    "differentiated", "floating", "gradient_reads", "own_backward", "returned_reach", "storages", "thunder_modes",
+]
+
+_RETURN: Final = PrimIDs.RETURN
+#: What a gradient does not flow through: ``detach``, and the prims whose gradient is zero.
+_CUT: Final = "torch.detach"
+_ZERO_GRADIENT: Final = frozenset({PrimIDs.SIGN, PrimIDs.FLOOR, PrimIDs.CEIL, PrimIDs.ROUND, PrimIDs.TRUNC})
+#: Dynamo's higher-order op for a custom ``autograd.Function`` (its backward is the program's).
+_HIGHER_ORDER_FUNCTION: Final = "torch.ops.higher_order.autograd_function_apply"
+
+
+def gradient_reads(bsym: Any) -> set[str]:
+    """The floating tensors a gradient of ``bsym``'s outputs flows to: what its decomposition reads (a prim's own
+    arguments), not through ``detach`` or a prim whose gradient is zero. A tensor read only for its dtype, device or
+    shape (``torch.arange(n).to(x)``, ``x.new_zeros(...)``, ``zeros_like``) is read by no subsymbol."""
+    if bsym.sym.id == _CUT or bsym.sym.id in _ZERO_GRADIENT or str(bsym.sym.id).rpartition(".")[2].startswith("new_"):
+        return set()  # detach, a zero gradient, x.new_zeros(...) and the like (x gives only dtype and device)
+    subsymbols = getattr(bsym, "subsymbols", ())
+    if subsymbols:
+        return set().union(*map(gradient_reads, subsymbols))
+    return {p.name for p in proxy_args(bsym) if floating(p)}
+
+
+def own_backward(bsym: Any) -> bool:
+    """Whether ``bsym``'s backward is the program's own, not Thunder's: a custom ``autograd.Function`` or custom op,
+    which ``thunder.jit`` registers as a symbol of an executor (its grad rule the program's backward)."""
+    return getattr(bsym.sym, "executor", None) is not None or bsym.sym.id == _HIGHER_ORDER_FUNCTION
+
+
+def storages(trace: Any) -> dict[str, str]:
+    """Each output of an in-place symbol -> the tensor it updated, followed to the first (``x.mul_(a).add_(b)``
+    updates ``x`` twice): the name that holds the storage."""
+    root: dict[str, str] = {}
+    for bsym in trace.bound_symbols:
+        into = sorted(written(bsym))
+        if into:
+            for proxy in tensor_outs(bsym):
+                root.setdefault(proxy.name, root.get(into[0], into[0]))
+    return root
+
+
+def thunder_modes(trace: Any, grad_enabled: bool) -> list[bool | None]:
+    """The grad mode each top-level symbol of ``trace`` is called in by its markers (a marker: its own mode; None
+    after a marker whose mode cannot be followed)."""
+    modes: list[bool | None] = []
+    mode: bool | None = grad_enabled
+    for bsym in trace.bound_symbols:
+        if mode is not None and getattr(bsym.sym, "id", None) == MARKER:
+            mode = marker_mode(bsym)
+        modes.append(mode)
+    return modes
+
+
+def differentiated(trace: Any, *, grad_enabled: bool, modes: Sequence[bool | None] | None = None) -> list[bool]:
+    """Per top-level symbol of ``trace``, whether the forward/backward split differentiates it: called with grad
+    enabled by the trace's markers (``modes``, else :func:`thunder_modes`), not a marker, its outputs not tagged
+    ``DETACHED_AUTOGRAD_GRAPH``."""
+    modes = thunder_modes(trace, grad_enabled) if modes is None else modes
+    return [mode is True and getattr(b.sym, "id", None) != MARKER and not detached(b)
+            for mode, b in zip(modes, trace.bound_symbols)]
+
+
+def returned_reach(
+    trace: Any, differentiated: Sequence[bool], root: Mapping[str, str], *, through_own_backwards: bool = True
+) -> set[str]:
+    """The storages (:func:`storages`) of the floating tensors a gradient can flow through to what ``trace``
+    returns to the caller (its output, not the inputs it hands back for their in-place updates), through the
+    symbols Thunder differentiates (``differentiated``, by index) and what they wrote into in place; not through
+    a symbol whose backward is the program's own unless ``through_own_backwards``."""
+    bsyms = trace.bound_symbols
+    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
+        return {root.get(p.name, p.name) for b in bsyms for p in tensor_outs(b)}  # not a whole program: all of it
+    value = bsyms[-1].args[0] if bsyms[-1].args else None
+    if isinstance(value, dict) and "output" in value:
+        value = value["output"]
+    flat, _ = tree_flatten(value)  # type: ignore[no-untyped-call]
+    reach = {root.get(p.name, p.name) for p in flat if floating(p)}
+    for index in range(len(bsyms) - 2, -1, -1):
+        bsym = bsyms[index]
+        if not differentiated[index] or not (through_own_backwards or not own_backward(bsym)):
+            continue
+        made = {root.get(n, n) for n in (*(p.name for p in tensor_outs(bsym)), *written(bsym))}
+        if made & reach:
+            reach |= {root.get(n, n) for n in gradient_reads(bsym)}
+    return reach
+
+
+def floating(proxy: Any) -> bool:
+    """A tensor a gradient can flow through (not bool or integer)."""
+    dtype = getattr(proxy, "dtype", None)
+    return isinstance(proxy, TensorProxy) and (dtypes.is_float_dtype(dtype) or dtypes.is_complex_dtype(dtype))

@@ -1,0 +1,166 @@
+"""gradient-dropped: the backward gives no gradient to an input eager PyTorch differentiates (#1787's class).
+
+Thunder's own rules give every differentiable input a gradient on the Thunder installed here,
+so each bug is put back as it was: ``older_copy_rule`` restores the grad rule of
+``prims.copy_`` from before Thunder 0.2.4 (``lambda g: (None, None)``), under which a symbol
+whose decomposition copies into a tensor it made loses the gradient (#1787: ``Tensor.to(copy=True)``);
+``broken_cos_rule`` is a grad rule that forgets its ``put_grad``. Eager PyTorch is the oracle:
+each test first shows that plain Thunder computes another gradient.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from safe_tracectx import STRICT, BrokenTraceError, use_policy
+from safe_tracectx.hooks import audit, installed
+from safe_tracectx.policy import AUDIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+    from thunder.core import prims
+    from thunder.core import transforms as thunder_transforms
+    from thunder.core.langctxs import Languages, langctx
+    from thunder.core.prims import PrimIDs
+    from thunder.core.symbol import Symbol
+
+
+@langctx(Languages.TORCH)
+def _copied_meta(a: Any) -> Any:
+    """A new tensor computed by an in-place prim: ``t0 = prims.empty(...); t1 = prims.copy_(a, t0)`` (#1775's
+    ``Tensor.to(copy=True)``)."""
+    return prims.copy_(a, prims.empty(a.shape, device=a.device, dtype=a.dtype), grad_enabled=True)
+
+
+copied = Symbol(name="copied", meta=_copied_meta, id=f"{__name__}.copied")
+
+
+@pytest.fixture
+def older_copy_rule() -> Iterator[None]:
+    """The grad rule of prims.copy_ before Thunder 0.2.4: no gradient for the source (nor the destination)."""
+    rules = thunder_transforms.backward_impls
+    before = rules[PrimIDs.COPY_]
+    rules[PrimIDs.COPY_] = lambda g: (None, None)
+    try:
+        yield
+    finally:
+        rules[PrimIDs.COPY_] = before
+
+
+def _cos_forgetting_its_gradient(a: Any) -> Any:
+    out = prims.cos(a)
+    thunder_transforms.get_grad(out)  # type: ignore[attr-defined]  # read, never put: a gets no gradient
+    return out
+
+
+@pytest.fixture
+def broken_cos_rule() -> Iterator[None]:
+    rules = thunder_transforms._grad_fn_map
+    before = rules.get(PrimIDs.COS)
+    rules[PrimIDs.COS] = _cos_forgetting_its_gradient
+    try:
+        yield
+    finally:
+        if before is None:
+            del rules[PrimIDs.COS]
+        else:
+            rules[PrimIDs.COS] = before
+
+
+def copy_then_scale(a: torch.Tensor) -> torch.Tensor:
+    return copied(a) * 2  # type: ignore[no-any-return]
+
+
+def eager_copy_then_scale(a: torch.Tensor) -> torch.Tensor:
+    return a.clone() * 2
+
+
+def cos_and_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x.cos() * 2 + y
+
+
+def _grads(function: Callable[..., torch.Tensor], *shapes: int) -> list[Any]:
+    inputs = [torch.arange(float(n)).requires_grad_() for n in shapes]
+    out = function(*inputs)
+    if out.requires_grad:
+        out.sum().backward()  # type: ignore[no-untyped-call]
+    return [x.grad for x in inputs]
+
+
+def test_a_copy_into_a_new_tensor_under_the_older_rule_is_reported_and_charged_to_its_symbol(
+    older_copy_rule: None,
+) -> None:
+    assert _grads(eager_copy_then_scale, 3)[0] is not None
+    assert _grads(thunder.jit(copy_then_scale), 3) == [None]  # plain Thunder: the result has no grad_fn
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(copy_then_scale)(torch.ones(3, requires_grad=True))
+    error = info.value
+    assert error.kind == "gradient-dropped" and error.names[:2] == ("a", "t1")
+    assert error.culprit == ("_copied_meta", f"{__name__}._copied_meta")
+    assert "the split makes no backward, so it gives no gradient for a" in error.message
+    assert "copying into a tensor it made (prims.copy_)" in error.message
+    assert "#1787" in error.fix
+
+
+def test_a_grad_rule_that_forgets_an_input_is_charged_to_the_pass_that_returned_the_backward(
+    broken_cos_rule: None,
+) -> None:
+    x_grad, y_grad = _grads(thunder.jit(cos_and_add), 3, 3)
+    assert x_grad is None and y_grad is not None  # plain Thunder drops x's gradient only
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(cos_and_add)(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True))
+    (violation,) = [v for v in log.to_dict()["violations"] if v["kind"] == "gradient-dropped"]
+    assert violation["names"] == ["x"]  # y gets its gradient
+    assert "the backward returns no gradient (None) for x" in violation["message"]
+    assert "t0 = bound symbol" in violation["message"]  # the path: cos, mul, add
+    assert "split" in str(violation["culprit"])
+
+
+def test_it_can_be_switched_off_on_its_own(broken_cos_rule: None) -> None:
+    with audit() as log, use_policy(STRICT, gradient_dropped="off"):
+        thunder.jit(cos_and_add)(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True))
+    assert log.to_dict()["violations"] == []
+
+
+class _StraightThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return x * scale
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None  # the program's choice: no gradient for scale
+
+
+def own_backward(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return _StraightThrough.apply(x, scale).sin()  # type: ignore[no-untyped-call,no-any-return]
+
+
+def no_gradient_by_design(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        frozen = y * 2
+    mask = (x > 1).to(x.dtype)  # x read through a comparison only
+    return torch.zeros_like(y) + frozen + y.detach() + mask + x.new_ones(x.shape) + x.sign()
+
+
+def copies_into_a_buffer(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    z = torch.zeros_like(x)
+    z.copy_(y)  # a top-level in-place copy: functionalized, y gets the gradient
+    return z * x
+
+
+@pytest.mark.parametrize("function", [own_backward, no_gradient_by_design, copies_into_a_buffer, cos_and_add])
+def test_gradients_eager_does_not_give_or_thunder_gives_are_not_reported(function: Callable[..., torch.Tensor]) -> None:
+    eager, jitted = _grads(function, 3, 3), _grads(thunder.jit(function), 3, 3)
+    zero = torch.zeros(3)
+    assert all(torch.allclose(zero if e is None else e, zero if j is None else j) for e, j in zip(eager, jitted))
+    assert all(j is not None for e, j in zip(eager, jitted) if e is not None)  # Thunder drops no gradient here
+    with audit() as log, use_policy(STRICT):
+        thunder.jit(function)(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True))
+    assert log.to_dict()["violations"] == []
