@@ -155,12 +155,61 @@ def copies_into_a_buffer(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return z * x
 
 
-@pytest.mark.parametrize("function", [own_backward, no_gradient_by_design, copies_into_a_buffer, cos_and_add])
+def returned_as_it_is(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x, y * 2  # the backward gives x None: autograd connects the output x to the input x itself
+
+
+def summed(function: Callable[..., Any]) -> Callable[..., torch.Tensor]:
+    def scalar(*args: torch.Tensor) -> torch.Tensor:
+        out = function(*args)
+        return sum(o.sum() for o in out) if isinstance(out, tuple) else out  # type: ignore[no-any-return]
+    return scalar
+
+
+@pytest.mark.parametrize("function", [own_backward, no_gradient_by_design, copies_into_a_buffer, cos_and_add,
+                                      returned_as_it_is])
 def test_gradients_eager_does_not_give_or_thunder_gives_are_not_reported(function: Callable[..., torch.Tensor]) -> None:
-    eager, jitted = _grads(function, 3, 3), _grads(thunder.jit(function), 3, 3)
+    eager, jitted = _grads(summed(function), 3, 3), _grads(summed(thunder.jit(function)), 3, 3)
     zero = torch.zeros(3)
     assert all(torch.allclose(zero if e is None else e, zero if j is None else j) for e, j in zip(eager, jitted))
     assert all(j is not None for e, j in zip(eager, jitted) if e is not None)  # Thunder drops no gradient here
     with audit() as log, use_policy(STRICT):
         thunder.jit(function)(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True))
     assert log.to_dict()["violations"] == []
+
+
+INDEX = torch.tensor([0, 2, 1])
+
+
+def put_then_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(3).index_put((INDEX,), x) + y
+
+
+def test_index_put_values_lose_their_gradient_on_this_thunder_and_strict_says_so() -> None:
+    """docs/findings.md 16: the grad transform zips an old-style backward's gradients with the symbol's arguments
+    by position, so index_put's gradient for ``values`` goes to ``indices`` and is dropped (0.2.6 and main)."""
+    assert _grads(put_then_add, 3, 3)[0] is not None
+    assert _grads(thunder.jit(put_then_add), 3, 3)[0] is None  # plain Thunder: x gets no gradient, silently
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(put_then_add)(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True))
+    assert info.value.kind == "gradient-dropped" and info.value.names == ("x",)
+    assert "index_put" in info.value.message and "the backward returns no gradient (None) for x" in info.value.message
+
+
+def add_in_place_then_use(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return p.add_(1) * 2 + q
+
+
+def test_an_input_updated_in_place_loses_its_gradient_on_this_thunder_and_strict_says_so() -> None:
+    """docs/findings.md 17: the gradient of an input a program updates in place (a non-leaf tensor, which eager
+    allows) is looked up under the updated value's name, and the input gets none (0.2.6 and main)."""
+    grads = []
+    for function in (add_in_place_then_use, thunder.jit(add_in_place_then_use)):
+        leaf, q = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+        function(leaf * 1, q).sum().backward()
+        grads.append(leaf.grad)
+    assert grads[0] is not None and grads[1] is None  # eager [2, 2, 2]; plain Thunder: none, silently
+    leaf = torch.ones(3, requires_grad=True)
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(add_in_place_then_use)(leaf * 1, torch.ones(3, requires_grad=True))
+    assert info.value.kind == "gradient-dropped" and info.value.names == ("p",)

@@ -35,7 +35,9 @@ from thunder.core.pytree import tree_flatten
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import meta_definer, needing_inputs, tensor_outs, written
-from safe_tracectx.traces.gradient_flow import differentiated, floating, gradient_reads, returned_reach, storages
+from safe_tracectx.traces.gradient_flow import (
+    differentiated, floating, gradient_reads, returned, returned_reach, storages,
+)
 from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation, bsym_label
 
@@ -52,7 +54,9 @@ def dropped_gradients(program: Any, fw: Any, bw: Any | None, *, grad_enabled: bo
     gradients = [None] * len(inputs) if bw is None else Program(bw).gradients()
     if gradients is None or len(inputs) != len(gradients):
         return []  # a count that does not match is handover-mismatch's
-    needing = needing_inputs(program)
+    # An input the program returns as it is gets its gradient from that output directly, whatever the backward
+    # gives it (autograd connects the two): only the other paths could be judged, and None says nothing of them.
+    needing = needing_inputs(program) - {p.name for p in returned(program) or () if isinstance(p, TensorProxy)}
     dropped = [p for p, g in zip(inputs, gradients)
                if g is None and isinstance(p, TensorProxy) and p.name in needing and floating(p)]
     if not dropped:

@@ -30,7 +30,8 @@ from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import MARKER, detached, marker_mode, tensor_outs, written
 
 __all__ = [
-    "differentiated", "floating", "gradient_reads", "own_backward", "returned_reach", "storages", "thunder_modes",
+    "differentiated", "floating", "gradient_reads", "own_backward", "returned", "returned_reach", "storages",
+    "thunder_modes",
 ]
 
 _RETURN: Final = PrimIDs.RETURN
@@ -100,12 +101,9 @@ def returned_reach(
     symbols Thunder differentiates (``differentiated``, by index) and what they wrote into in place; not through
     a symbol whose backward is the program's own unless ``through_own_backwards``."""
     bsyms = trace.bound_symbols
-    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
+    flat = returned(trace)
+    if flat is None:
         return {root.get(p.name, p.name) for b in bsyms for p in tensor_outs(b)}  # not a whole program: all of it
-    value = bsyms[-1].args[0] if bsyms[-1].args else None
-    if isinstance(value, dict) and "output" in value:
-        value = value["output"]
-    flat, _ = tree_flatten(value)  # type: ignore[no-untyped-call]
     reach = {root.get(p.name, p.name) for p in flat if floating(p)}
     for index in range(len(bsyms) - 2, -1, -1):
         bsym = bsyms[index]
@@ -115,6 +113,19 @@ def returned_reach(
         if made & reach:
             reach |= {root.get(n, n) for n in gradient_reads(bsym)}
     return reach
+
+
+def returned(trace: Any) -> list[Any] | None:
+    """The flat values ``trace`` returns to the caller (its ``'output'`` when it returns a dict); None if it does
+    not end in a return."""
+    bsyms = trace.bound_symbols
+    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
+        return None
+    value = bsyms[-1].args[0] if bsyms[-1].args else None
+    if isinstance(value, dict) and "output" in value:
+        value = value["output"]
+    flat, _ = tree_flatten(value)  # type: ignore[no-untyped-call]
+    return list(flat)
 
 
 def floating(proxy: Any) -> bool:
