@@ -8,7 +8,8 @@
 - the pass hooks' own time and the collector's are probed in every round of
   the benchmark itself (``compile_probes``);
 - ``check_fraction``: ``check_trace`` over every trace a plain compile keeps,
-  the saved-for-backward hand-over of its final forward and backward, and the
+  the saved-for-backward hand-over of its final forward and backward, the
+  gradients its backward drops, and the
   generated-code scan of every compiled program (the checks the hooks add).
 """
 
@@ -29,6 +30,7 @@ from safe_tracectx import tracectx
 from safe_tracectx._support import events
 from safe_tracectx.hooks import guard, runs
 from safe_tracectx.traces.checks import check_trace
+from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.generated_code import undefined_globals
 from safe_tracectx.traces.handover import check_handover
 
@@ -97,7 +99,8 @@ def per_call_costs(rounds: int) -> dict[str, Samples]:
 
 def check_fraction(model: torch.nn.Module, idx: torch.Tensor) -> dict[str, float]:
     """The checks' CPU seconds over a plain compile's traces, against the compile's: ``check_trace`` over every
-    trace, ``check_handover`` of the final forward and backward, the generated-code scan of every program."""
+    trace, ``check_handover`` of the final forward and backward, ``dropped_gradients`` of the program against them,
+    the generated-code scan of every program."""
     model.zero_grad(set_to_none=True)
     started = time.process_time()
     jitted = thunder.jit(model)
@@ -112,9 +115,13 @@ def check_fraction(model: torch.nn.Module, idx: torch.Tensor) -> dict[str, float
     started = time.process_time()
     violations += len(check_handover(forward[-1], backward[-1]))
     handover = time.process_time() - started
+    started = time.process_time()
+    violations += len(dropped_gradients(forward[0], forward[-1], backward[-1], grad_enabled=True))
+    dropped = time.process_time() - started
     programs = [t.python_callable() for t in (forward[-1], backward[-1])]  # compiled once, as Thunder does
     started = time.process_time()
     violations += sum(len(undefined_globals(program)) for program in programs)
     generated = time.process_time() - started
-    return {"compile": compile_seconds, "checks": checks, "handover": handover, "generated_code": generated,
+    return {"compile": compile_seconds, "checks": checks, "handover": handover, "dropped": dropped,
+            "generated_code": generated,
             "programs": len(programs), "traces": len(traces), "violations": violations}

@@ -169,7 +169,9 @@ def compile_section(info: dict[str, Any]) -> list[str]:
         f"`check_trace` over all {checks['traces']} traces a plain compile keeps: {checks['checks'] * 1e3:.1f} ms, "
         f"{checks['checks'] / checks['compile'] * 100:.2f}% of that compile ({checks['violations']} violations); "
         f"the saved-for-backward hand-over of its final forward and backward: {checks['handover'] * 1e3:.2f} ms "
-        f"({checks['handover'] / checks['compile'] * 100:.3f}%); the generated-code scan of its "
+        f"({checks['handover'] / checks['compile'] * 100:.3f}%); the gradients its backward drops "
+        f"(`gradient-dropped`): {checks.get('dropped', 0.0) * 1e3:.2f} ms "
+        f"({checks.get('dropped', 0.0) / checks['compile'] * 100:.3f}%); the generated-code scan of its "
         f"{checks['programs']} programs: {checks['generated_code'] * 1e3:.2f} ms "
         f"({checks['generated_code'] / checks['compile'] * 100:.3f}%).",
     ]

@@ -170,6 +170,9 @@ SHAPES: dict[str, tuple[Callable[..., Any], Callable[[T, T], tuple[tuple[Any, ..
                       lambda a, b: ((torch.complex(a, a.detach()), b), {})),
     "integer_input": (lambda p, q: p * q, lambda a, b: ((torch.arange(3), b), {})),
     "list_out": (lambda p, q: [p * 2, q * 3], lambda a, b: ((a, b), {})),
+    "identity": (lambda p, q: p, lambda a, b: ((a, b), {})),  # Thunder's test_set_grad_enabled with no flips
+    "grad_enabled_after_a_flip": (lambda p, q: (torch.set_grad_enabled(False), torch.set_grad_enabled(True), p)[2],
+                                  lambda a, b: ((a, b), {})),
     "in_place_on_non_leaf": (lambda p, q: p.add_(1) * 2 + q, lambda a, b: ((a * 1, b), {})),
 }
 
