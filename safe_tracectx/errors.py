@@ -157,10 +157,12 @@ FIXES: Final[dict[str, str]] = {
     "no_grad regions were supported), and a pass must keep the markers until the forward/backward split reads them; "
     "a ThunderFX splitter must not hand Thunder a grad-mode region it cannot record (Thunder's fix of #1282 sends it "
     "to inductor)",
-    "gradient-dropped": "give every tensor a symbol computes from a tensor needing grad, through a differentiable "
-    "path, requires_grad (TensorProxy(like=...) of the input the gradient flows to, not of a destination or a new "
-    "tensor: Thunder's fix of #1787 clones instead of copying into an empty tensor), and keep a grad rule's gradient "
-    "for every differentiable input; to stop a gradient on purpose, say so in the program (detach, torch.no_grad)",
+    "gradient-dropped": "give every input the program differentiates its gradient: a grad rule (and the adapter that "
+    "runs it) must return a gradient for each differentiable argument, matched to that argument; a decomposition must "
+    "not compute a new tensor through an in-place prim whose rule gives its source none (Thunder's fix of #1787 "
+    "clones); a step after the split must keep the backward's gradients. A program that means to stop a gradient says "
+    "so (detach, torch.no_grad); until Thunder is fixed, compute the value another way (index_put's values through "
+    "scatter or a differentiable mask, an in-place update of an input as an out-of-place op)",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

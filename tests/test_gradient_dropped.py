@@ -28,7 +28,9 @@ with warnings.catch_warnings():
     from thunder.core import transforms as thunder_transforms
     from thunder.core.langctxs import Languages, langctx
     from thunder.core.prims import PrimIDs
+    from thunder.core import transform_common as thunder_transform_common
     from thunder.core.symbol import Symbol
+    from thunder.core.trace import from_trace
 
 
 @langctx(Languages.TORCH)
@@ -213,3 +215,65 @@ def test_an_input_updated_in_place_loses_its_gradient_on_this_thunder_and_strict
     with installed(STRICT), pytest.raises(BrokenTraceError) as info:
         thunder.jit(add_in_place_then_use)(leaf * 1, torch.ones(3, requires_grad=True))
     assert info.value.kind == "gradient-dropped" and info.value.names == ("p",)
+
+
+def returned_and_put(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x, torch.zeros(3).index_put((INDEX,), x) + y
+
+
+def test_an_input_also_returned_as_it_is_is_judged_on_its_other_paths() -> None:
+    """Autograd gives x the returned output's gradient directly; the backward's None covers the index_put path."""
+    eager = _grads(summed(returned_and_put), 3, 3)[0]
+    jitted = _grads(summed(thunder.jit(returned_and_put)), 3, 3)[0]
+    assert eager is not None and jitted is not None and not torch.allclose(eager, jitted)  # 2 against 1
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(returned_and_put)(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True))
+    assert info.value.kind == "gradient-dropped" and info.value.names == ("x",)
+
+
+class _DropFirstGradient(thunder_transform_common.Transform):
+    """A buggy transform: after the split, the backward forgets the first input's gradient."""
+
+    def transform_trace_post_optimization(self, trace: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        ret = trace.bound_symbols[-1]
+        if ret.sym.id != PrimIDs.RETURN or not ret.args or not isinstance(ret.args[0], tuple) or len(ret.args[0]) != 2:
+            return trace
+        new = from_trace(trace)
+        new.bound_symbols = [*trace.bound_symbols[:-1], ret.from_bsym(args=((None, ret.args[0][1]),))]
+        return new
+
+
+def sin_times(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x.sin() * y
+
+
+def test_a_step_after_the_split_that_drops_a_gradient_is_charged_when_the_backward_is_about_to_run() -> None:
+    assert _grads(thunder.jit(sin_times, transforms=[_DropFirstGradient()]), 3, 3)[0] is None
+    with installed(STRICT), pytest.raises(BrokenTraceError) as info:
+        thunder.jit(sin_times, transforms=[_DropFirstGradient()])(
+            torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True))
+    assert info.value.kind == "gradient-dropped" and info.value.names == ("x",)
+    assert info.value.culprit is not None
+    assert info.value.culprit[1] == f"{__name__}._DropFirstGradient.transform_trace_post_optimization"
+    assert "the trace about to run" in info.value.message
+
+
+def checkpointed(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def body(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            frozen = a * 2  # read with grad disabled: eager gives a no gradient
+        return torch.where(a > 0, b, 0.0) * frozen + b.long().float()
+    return torch.utils.checkpoint.checkpoint(body, x, y, use_reentrant=False)  # type: ignore[no-any-return]
+
+
+def test_a_checkpointed_body_under_thunderfx_is_followed_inside() -> None:
+    """ThunderFX makes the checkpointed body one symbol: its no_grad region, mask and integer cast cut the
+    gradient inside it as at the top level."""
+    from thunder.dynamo import ThunderCompiler
+
+    torch._dynamo.reset()
+    compiled = torch.compile(checkpointed, backend=ThunderCompiler())  # type: ignore[no-untyped-call]
+    assert _grads(checkpointed, 3, 3)[0] is None and _grads(compiled, 3, 3)[0] is None
+    with audit() as log, use_policy(STRICT):
+        compiled(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)).sum().backward()  # type: ignore[no-untyped-call]
+    assert log.to_dict()["violations"] == []

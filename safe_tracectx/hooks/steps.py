@@ -44,6 +44,7 @@ from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.backward_calls import guarded_backward
 from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
 from safe_tracectx.hooks.runs import current_run
+from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.checks import Violation, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
 from safe_tracectx.traces.torch_values import untranslated_values
@@ -164,7 +165,8 @@ def check_about_to_run(
     maker = f", made by {made.describe()}" if made is not None else ""
     errors = []
     for violation in new:
-        step = _handover_culprit(compilation) if violation.kind == "handover-mismatch" else None
+        step = (_handover_culprit(compilation) if violation.kind == "handover-mismatch"
+                else _dropped_culprit(compilation, violation.name) if violation.kind == "gradient-dropped" else None)
         errors.append(culprit_error(
             compilation, violation, trace, site, fallback=fallback, known=step,
             context=f"the trace about to run ({describe_trace(trace)}{maker}) has a program where ",
@@ -193,6 +195,20 @@ def _handover_culprit(compilation: compilations.Compilation) -> compilations.Ste
             continue
         pair = (baseline[False], trace) if backward else (trace, baseline[True])
         if check_handover(*pair):
+            return step
+    return None
+
+
+def _dropped_culprit(compilation: compilations.Compilation, name: str) -> compilations.Step | None:
+    """The first step whose backward gives ``name`` no gradient (violation path only)."""
+    fw, bw = compilation.handed_over
+    if compilation.differentiates is None or fw is None or bw is None:
+        return None
+    for step in compilation.steps:
+        trace = step.ref()
+        if trace is not None and trace.names is bw.names and compilations.is_backward(trace) and any(
+            v.name == name for v in dropped_gradients(compilation.differentiates, fw, trace, grad_enabled=True)
+        ):
             return step
     return None
 
@@ -233,7 +249,10 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
         return []
     compilation.running.clear()
     compilation.handed_over = (fw, bw)
-    return check_handover(fw, bw)
+    found = check_handover(fw, bw)
+    if compilation.differentiates is not None:  # a step after the split may have dropped a gradient
+        found += dropped_gradients(compilation.differentiates, fw, bw, grad_enabled=compilation.grad_enabled)
+    return found
 
 
 def _side(compilation: compilations.Compilation, trace: TraceCtx) -> str | None:

@@ -36,7 +36,7 @@ from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import meta_definer, needing_inputs, tensor_outs, written
 from safe_tracectx.traces.gradient_flow import (
-    differentiated, floating, gradient_reads, returned, returned_reach, storages,
+    differentiated, floating, gradient_reads, gradient_walk, storages,
 )
 from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation, bsym_label
@@ -54,28 +54,26 @@ def dropped_gradients(program: Any, fw: Any, bw: Any | None, *, grad_enabled: bo
     gradients = [None] * len(inputs) if bw is None else Program(bw).gradients()
     if gradients is None or len(inputs) != len(gradients):
         return []  # a count that does not match is handover-mismatch's
-    # An input the program returns as it is gets its gradient from that output directly, whatever the backward
-    # gives it (autograd connects the two): only the other paths could be judged, and None says nothing of them.
-    needing = needing_inputs(program) - {p.name for p in returned(program) or () if isinstance(p, TensorProxy)}
+    needing = needing_inputs(program)
     dropped = [p for p, g in zip(inputs, gradients)
                if g is None and isinstance(p, TensorProxy) and p.name in needing and floating(p)]
     if not dropped:
         return []
     by_split = differentiated(program, grad_enabled=grad_enabled)
     root = storages(program)
-    reach = returned_reach(program, by_split, root, through_own_backwards=False)
-    return [_dropped(p.name, program, by_split, root, reach, fw, bw) for p in dropped if root.get(p.name, p.name) in reach]
+    # An input the program returns as it is gets that output's gradient from autograd directly, not from the
+    # backward, whose gradient for it covers only the other paths: they are what is judged.
+    reach, through = gradient_walk(program, by_split, root, through_own_backwards=False, from_inputs=False)
+    return [_dropped(p.name, program, through, fw, bw) for p in dropped if root.get(p.name, p.name) in reach]
 
 
-def _path(name: str, program: Any, by_split: list[bool], root: dict[str, str], reach: set[str]) -> list[tuple[int, Any]]:
+def _path(name: str, program: Any, through: list[int]) -> list[tuple[int, Any]]:
     """The top-level symbols a gradient of the output flows through back to ``name``, in program order."""
     carrying, path = {name}, []
-    for index, bsym in enumerate(program.bound_symbols):
-        if not by_split[index] or not gradient_reads(bsym) & carrying:
-            continue
-        made = {p.name for p in tensor_outs(bsym) if floating(p)} | written(bsym)
-        if {root.get(n, n) for n in made} & reach:
-            carrying |= made
+    for index in through:
+        bsym = program.bound_symbols[index]
+        if gradient_reads(bsym) & carrying:
+            carrying |= {p.name for p in tensor_outs(bsym) if floating(p)} | written(bsym)
             path.append((index, bsym))
     return path
 
@@ -111,10 +109,8 @@ def _copy_into_new(bsym: Any, carrying: set[str]) -> bool:
     return False
 
 
-def _dropped(
-    name: str, program: Any, by_split: list[bool], root: dict[str, str], reach: set[str], fw: Any, bw: Any
-) -> Violation:
-    path = _path(name, program, by_split, root, reach)
+def _dropped(name: str, program: Any, through: list[int], fw: Any, bw: Any) -> Violation:
+    path = _path(name, program, through)
     lost = None
     if _copy_gives_no_gradient():
         carrying = {name}
@@ -123,11 +119,12 @@ def _dropped(
                 lost = (index, bsym)
                 break
             carrying |= {p.name for p in tensor_outs(bsym)}
-    through = ", ".join(f"{', '.join(p.name for p in tensor_outs(b) if floating(p))} = {bsym_label(i, b)}"
-                        for i, b in path[:4]) + (", ..." if len(path) > 4 else "")
-    returns = "the backward returns no gradient (None)" if bw is not None else "the split makes no backward, so it gives no gradient"
+    steps = ", ".join(f"{', '.join(p.name for p in tensor_outs(b) if floating(p))} = {bsym_label(i, b)}"
+                      for i, b in path[:4]) + (", ..." if len(path) > 4 else "")
+    returns = ("the backward returns no gradient (None)" if bw is not None
+               else "the split makes no backward, so it gives no gradient")
     message = (f"{returns} for {name}, which requires grad and reaches what the "
-               f"program returns through symbols Thunder differentiates ({through}): eager PyTorch gives {name} "
+               f"program returns through symbols Thunder differentiates ({steps}): eager PyTorch gives {name} "
                "a gradient, so the program computes something else (its result has no grad_fn, or the "
                f"gradient of {name} stays None)")
     where = f"return of {describe_trace(bw)}" if bw is not None else f"no backward for {describe_trace(fw)}"

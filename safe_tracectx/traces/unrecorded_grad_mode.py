@@ -109,7 +109,7 @@ def unrecorded_changes(
             return found  # a marker whose mode cannot be followed
         if getattr(bsym.sym, "id", None) == MARKER:
             continue
-        reads = gradient_reads(bsym)
+        reads = gradient_reads(bsym, by_tags=False)  # eager's reading: the tags are Thunder's view of the mode
         outs = {p.name for p in tensor_outs(bsym)} | written(bsym)
         by_thunder = by_split[index] and bool(reads & needing_thunder)
         by_eager = program and entered is None and bool(reads & needing)
