@@ -94,33 +94,77 @@ def _copy_gives_no_gradient() -> bool:
 _PROBE: Final = object()
 
 
-def _copy_into_new(bsym: Any, carrying: set[str]) -> bool:
-    """Whether ``bsym``'s decomposition copies a tensor carrying the gradient into one it made itself (``t0 =
-    prims.empty(...); t1 = prims.copy_(a, t0)``): a new value computed by an in-place prim, not an update of an
-    argument."""
+def _copied(bsym: Any, carrying: set[str]) -> str | None:
+    """How ``bsym``'s decomposition copies a tensor carrying the gradient (``prims.copy_``): ``"new"`` into a tensor
+    it made itself (``t0 = prims.empty(...); t1 = prims.copy_(a, t0)``: a new value computed by an in-place prim),
+    ``"update"`` into one of its arguments (the program's own in-place copy), None if it does not."""
     given = {p.name for p in proxy_args(bsym)}
     for sub in getattr(bsym, "subsymbols", ()):
         if getattr(sub.sym, "id", None) == PrimIDs.COPY_ and len(sub.args) > 1:
             source, into = sub.args[0], sub.args[1]
-            if isinstance(source, TensorProxy) and source.name in carrying and getattr(into, "name", None) not in given:
-                return True
-        elif _copy_into_new(sub, carrying):
-            return True
-    return False
+            if isinstance(source, TensorProxy) and source.name in carrying:
+                return "update" if getattr(into, "name", None) in given else "new"
+        elif (how := _copied(sub, carrying)) is not None:
+            return how
+    return None
+
+
+def _in_place_step() -> tuple[str, str]:
+    """The step of this Thunder that makes a read after an in-place update read the updated value."""
+    import importlib.util
+
+    if importlib.util.find_spec("thunder.core.update_aliases") is not None:
+        return ("alias updates", "thunder.core.update_aliases.insert_alias_updates")
+    return ("functionalization", "thunder.core.functionalization.functionalize_inplace_ops")
+
+
+#: Charged for a copy_ of the program's own whose source gets no gradient: the table of grad rules.
+_COPY_RULE: Final = ("the grad rule of prims.copy_", "thunder.core.transforms.backward_impls")
+
+
+def _blame(name: str, path: list[tuple[int, Any]]) -> tuple[str, tuple[str, ...], tuple[str, str]] | None:
+    """(why the gradient is lost, the names that show it, who is charged) when the path shows where; None if not."""
+    wrote: dict[str, tuple[int, Any]] = {}
+    for index, bsym in path:
+        stale = sorted(n for n in gradient_reads(bsym) if n in wrote)
+        if stale:
+            at, writer = wrote[stale[0]]
+            label, qualname = _in_place_step()
+            outs = tuple(p.name for p in tensor_outs(bsym) if floating(p))
+            return (f"{bsym_label(index, bsym)} reads {stale[0]} after {bsym_label(at, writer)} updated it in place, "
+                    "under its name from before the update: by Thunder's semantics it reads the old value, so the "
+                    f"gradient through the update is lost; {label} ({qualname}), the step that makes reads after an "
+                    "in-place update read the updated value, left it", (stale[0], *outs), (label, qualname))
+        wrote.update((n, (index, bsym)) for n in written(bsym))
+    if not _copy_gives_no_gradient():
+        return None
+    carrying = {name}
+    for index, bsym in path:
+        how = _copied(bsym, carrying)
+        outs = tuple(p.name for p in tensor_outs(bsym) if floating(p))
+        if how == "new":
+            definer = meta_definer(bsym)
+            made_by = f" (its meta, {definer[1]}, made it)" if definer else ""
+            return (f"the gradient is lost at {bsym_label(index, bsym)}{made_by}, whose decomposition computes "
+                    f"{', '.join(outs)} by copying into a tensor it made (prims.copy_), and this Thunder's grad rule "
+                    "of prims.copy_ gives the copy's source no gradient", outs,
+                    definer if definer is not None else (bsym_label(index, bsym), str(bsym.sym.id)))
+        if how == "update":
+            return (f"the gradient is lost at {bsym_label(index, bsym)}, the program's own copy into a tensor, "
+                    f"whose result {', '.join(outs)} the program uses: this Thunder's grad rule of prims.copy_ "
+                    "gives the copy's source no gradient", outs, _COPY_RULE)
+        carrying |= {p.name for p in tensor_outs(bsym)}
+    return None
+
+
+def _step(index: int, bsym: Any) -> str:
+    outs = ", ".join(p.name for p in tensor_outs(bsym) if floating(p))
+    return f"{outs} = {bsym_label(index, bsym)}" if outs else bsym_label(index, bsym)
 
 
 def _dropped(name: str, program: Any, through: list[int], fw: Any, bw: Any) -> Violation:
     path = _path(name, program, through)
-    lost = None
-    if _copy_gives_no_gradient():
-        carrying = {name}
-        for index, bsym in path:
-            if _copy_into_new(bsym, carrying):
-                lost = (index, bsym)
-                break
-            carrying |= {p.name for p in tensor_outs(bsym)}
-    steps = ", ".join(f"{', '.join(p.name for p in tensor_outs(b) if floating(p))} = {bsym_label(i, b)}"
-                      for i, b in path[:4]) + (", ..." if len(path) > 4 else "")
+    steps = ", ".join(_step(i, b) for i, b in path[:4]) + (", ..." if len(path) > 4 else "")
     returns = ("the backward returns no gradient (None)" if bw is not None
                else "the split makes no backward, so it gives no gradient")
     message = (f"{returns} for {name}, which requires grad and reaches what the "
@@ -128,16 +172,8 @@ def _dropped(name: str, program: Any, through: list[int], fw: Any, bw: Any) -> V
                "a gradient, so the program computes something else (its result has no grad_fn, or the "
                f"gradient of {name} stays None)")
     where = f"return of {describe_trace(bw)}" if bw is not None else f"no backward for {describe_trace(fw)}"
-    if lost is None:
+    blame = _blame(name, path)
+    if blame is None:
         return Violation("gradient-dropped", name, message, where)
-    index, bsym = lost
-    outs = tuple(p.name for p in tensor_outs(bsym) if floating(p))
-    definer = meta_definer(bsym)
-    made_by = f" (its meta, {definer[1]}, made it)" if definer else ""
-    return Violation(
-        "gradient-dropped", name,
-        f"{message}; the gradient is lost at {bsym_label(index, bsym)}{made_by}, whose decomposition computes "
-        f"{', '.join(outs)} by copying into a tensor it made (prims.copy_), and this Thunder's grad rule of "
-        "prims.copy_ gives the copy's source no gradient",
-        where, also=outs, culprit=None if definer is None else definer,
-    )
+    because, also, culprit = blame
+    return Violation("gradient-dropped", name, f"{message}; {because}", where, also=also, culprit=culprit)
