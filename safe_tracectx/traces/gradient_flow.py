@@ -8,8 +8,8 @@ Reads only; shared by the checks that compare the trace with what eager PyTorch 
     >>> jitted = thunder.jit(lambda x, y: (x * 2, y.detach()))
     >>> _ = jitted(torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True))
     >>> trace = thunder.last_traces(jitted)[0]
-    >>> sorted(returned_reach(trace, differentiated(trace, grad_enabled=True), storages(trace)))
-    ['t0', 'x']
+    >>> sorted(returned_reach(trace, differentiated(trace, grad_enabled=True), storages(trace)))  # not y
+    ['t0', 't1', 'x']
 """
 
 from __future__ import annotations
