@@ -65,6 +65,7 @@ TraceCheck = Literal[
     "grad-mode-lost",
     "grad-mode-unrecorded",
     "gradient-dropped",
+    "gradient-skips-update",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -163,6 +164,7 @@ FIXES: Final[dict[str, str]] = {
     "clones); a step after the split must keep the backward's gradients. A program that means to stop a gradient says "
     "so (detach, torch.no_grad); until Thunder is fixed, compute the value another way (index_put's values through "
     "scatter or a differentiable mask, an in-place update of an input as an out-of-place op)",
+    "gradient-skips-update": "read an alias after an in-place update through the updated tensor, not through a view taken before it: take the view again after the update (`a.mul_(2); b = a.view(3)`), or update out of place (`a = a * 2`); Thunder's grad rule of update_aliases gives each alias's gradient to its value from before the update (docs/findings.md, 18), so until it follows the update, no view taken before an in-place update may be read after it on a path the program differentiates",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

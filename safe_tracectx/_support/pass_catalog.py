@@ -34,8 +34,9 @@ PassKind = Literal["thunderfx", "tracing", "transform", "autodiff", "execution",
 HookKind = Literal["pass", "splitter", "phase", "binding"]
 #: What a pass needs of the traces it is given, checked when it starts (``hooks.runs``): no name computed in two
 #: fusion regions (rematerialization takes a name to mean one value); every backward of the program's own taken
-#: by the grad rule lookup (a custom ``torch.autograd.Function``'s).
-Precondition = Literal["unique-region-names", "custom-backwards"]
+#: by the grad rule lookup (a custom ``torch.autograd.Function``'s); no alias handed on past an in-place update whose
+#: gradient would skip it (``update_aliases``' grad rule).
+Precondition = Literal["unique-region-names", "custom-backwards", "updates-differentiated"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +86,7 @@ PASSES: Final[tuple[PassSpec, ...]] = (
         "autodiff grad transform",
         phases=(("InsertRecomputationsProcessor", "backward recompute"),),
         kind="autodiff",
-        preconditions=("custom-backwards",),
+        preconditions=("custom-backwards", "updates-differentiated"),
     ),
     PassSpec(
         "thunder.transforms.autodiff",
@@ -110,7 +111,7 @@ PASSES: Final[tuple[PassSpec, ...]] = (
         "augmented forward and backward",
         returns_pair=True,
         kind="autodiff",
-        preconditions=("custom-backwards",),
+        preconditions=("custom-backwards", "updates-differentiated"),
     ),
     PassSpec(
         "thunder.core.transforms",

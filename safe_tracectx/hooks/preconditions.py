@@ -3,12 +3,13 @@
 Rematerialization takes a name to mean one value across fusion regions
 (``unique-region-names``); the passes that differentiate a trace must take every
 backward of the program's own, a custom ``torch.autograd.Function``'s
-(``custom-backwards``). A broken precondition is reported before the pass runs,
+(``custom-backwards``), and no alias whose gradient would skip an in-place update
+(``updates-differentiated``). A broken precondition is reported before the pass runs,
 charged to what made its input or to what the violation names::
 
     >>> from thunder.core.trace import TraceCtx
     >>> sorted(PRECONDITIONS)
-    ['custom-backwards', 'unique-region-names']
+    ['custom-backwards', 'unique-region-names', 'updates-differentiated']
     >>> PRECONDITIONS["custom-backwards"](TraceCtx())  # outside a compilation: no executors to ask
     []
 """
@@ -21,10 +22,12 @@ from typing import Final, Protocol
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx._support.callsite import CallSite, find_call_site
+from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks import reporting
 from safe_tracectx.hooks.reporting import internal_error, report_all, run_error
 from safe_tracectx.traces.checks import Violation, region_name_clashes
 from safe_tracectx.traces.grad_rules import ignored_custom_backwards
+from safe_tracectx.traces.skipped_updates import skipped_updates
 
 __all__ = ["PRECONDITIONS", "check_preconditions"]
 
@@ -49,10 +52,19 @@ def _custom_backwards(trace: TraceCtx) -> list[Violation]:
     return ignored_custom_backwards(trace, executors=tuple(executors)) if executors else []
 
 
+def _updates_differentiated(trace: TraceCtx) -> list[Violation]:
+    """The aliases whose gradient would skip an in-place update, in the grad mode of the jit call being compiled."""
+    compilation = compilations.current()
+    if compilation is None or compilation.differentiates is not trace:
+        return []  # only the program the split differentiates: a pass's own traces are not the user's program
+    return skipped_updates(trace, grad_enabled=compilation.grad_enabled)
+
+
 #: Each precondition a pass can have (``pass_catalog.Precondition``) and the check that finds it broken.
 PRECONDITIONS: Final[dict[str, Callable[[TraceCtx], list[Violation]]]] = {
     "unique-region-names": region_name_clashes,
     "custom-backwards": _custom_backwards,
+    "updates-differentiated": _updates_differentiated,
 }
 
 

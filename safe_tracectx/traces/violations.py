@@ -51,6 +51,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "grad-mode-lost": BrokenTraceError,
     "grad-mode-unrecorded": BrokenTraceError,
     "gradient-dropped": BrokenTraceError,
+    "gradient-skips-update": BrokenTraceError,
 }
 
 

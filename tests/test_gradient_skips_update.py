@@ -1,0 +1,204 @@
+"""gradient-skips-update: an alias read after an in-place update of its storage is differentiated as its value
+from before the update (docs/findings.md, 18), with eager PyTorch as the oracle.
+
+Thunder 0.2.6 and main follow each in-place update with ``prims.update_aliases`` over the other
+aliases of the storage, and its grad rule hands each alias's gradient to its value from before
+the update: ``a = x * 1; b = a.view(3); a.mul_(2); return b * y`` gives ``x`` the gradient ``y``
+where eager gives ``2 * y``. Each program is run plain, against eager PyTorch, and under the
+audit: the check reports exactly the programs whose gradients Thunder gets wrong this way, so
+the tests hold on a Thunder that fixes the rule (nothing reported, gradients as eager's).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from safe_tracectx import STRICT, BrokenTraceError, use_policy
+from safe_tracectx.hooks import audit, installed
+from safe_tracectx.auditlog.document_types import Violation
+from safe_tracectx.policy import AUDIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+
+T = torch.Tensor
+
+
+def _view_then_update_base(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.mul_(2)
+    return b * y
+
+
+def _update_view_read_base(x: T, y: T) -> T:
+    a = x * 1
+    b = a[0:2]
+    b.mul_(2)
+    return a * y
+
+
+def _copy_constant_into_base(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.copy_(torch.ones(3))  # eager: b no longer depends on x
+    return b * y
+
+
+def _copy_input_into_buffer(x: T, y: T) -> T:
+    a = torch.zeros(3)
+    b = a.view(3)
+    a.copy_(x)  # eager: b is x now
+    return b * y
+
+
+def _update_one_view_read_another(x: T, y: T) -> T:
+    a = x * 1
+    b, c = a[0:2], a[1:3]
+    b.add_(y[0:2])
+    return c * 2
+
+
+def _transposed_view(x: T, y: T) -> T:
+    a = (x * 1).reshape(3, 1)
+    b = a.t()
+    a.mul_(3)
+    return (b * y).sum(0)
+
+
+def _add_into_view_of_buffer(x: T, y: T) -> T:
+    a = torch.zeros(3)
+    a.view(3).add_(x)
+    return a * y
+
+
+def _no_other_alias(x: T, y: T) -> T:
+    a = x * 1
+    a.mul_(2)
+    return a * y
+
+
+def _view_taken_again(x: T, y: T) -> T:
+    a = x * 1
+    a.mul_(2)
+    b = a.view(3)  # the fix: the view is taken after the update
+    return b * y
+
+
+def _view_read_before_update(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    c = b + y  # b's later value is not read (nor saved for a backward: eager would refuse the update)
+    a.add_(1)
+    return c + a
+
+
+def _update_without_grad(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    with torch.no_grad():
+        a.mul_(2)  # eager does not differentiate it either
+    return b * y
+
+
+def _view_read_only_for_shape(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.mul_(2)
+    return a * y + torch.zeros_like(b)
+
+
+#: Programs whose gradient skips an in-place update on the Thunder of this writing (0.2.6, main).
+SKIPPING: dict[str, Callable[[T, T], T]] = {
+    "view_then_update_base": _view_then_update_base,
+    "update_view_read_base": _update_view_read_base,
+    "copy_constant_into_base": _copy_constant_into_base,
+    "copy_input_into_buffer": _copy_input_into_buffer,
+    "update_one_view_read_another": _update_one_view_read_another,
+    "transposed_view": _transposed_view,
+    "add_into_view_of_buffer": _add_into_view_of_buffer,
+}
+#: Programs Thunder differentiates as eager does.
+AGREEING: dict[str, Callable[[T, T], T]] = {
+    "no_other_alias": _no_other_alias,
+    "view_taken_again": _view_taken_again,
+    "view_read_before_update": _view_read_before_update,
+    "update_without_grad": _update_without_grad,
+    "view_read_only_for_shape": _view_read_only_for_shape,
+}
+
+
+def _inputs() -> tuple[T, T]:
+    generator = torch.Generator().manual_seed(0)
+    return (torch.randn(3, generator=generator, requires_grad=True),
+            torch.randn(3, generator=generator, requires_grad=True))
+
+
+def _gradients(function: Callable[[T, T], T]) -> list[T | None]:
+    x, y = _inputs()
+    function(x, y).sum().backward()  # type: ignore[no-untyped-call]
+    return [x.grad, y.grad]
+
+
+def _same(a: list[T | None], b: list[T | None]) -> bool:
+    return all((p is None) == (q is None) and (p is None or q is None or torch.allclose(p, q)) for p, q in zip(a, b))
+
+
+def _audited(function: Callable[[T, T], T], *, grad: bool = True) -> list[Violation]:
+    """The check's reports (the audit document's violations) for one compile and run of ``function``."""
+    with audit() as log, use_policy(AUDIT):
+        x, y = _inputs()
+        if grad:
+            thunder.jit(function)(x, y).sum().backward()
+        else:
+            with torch.no_grad():
+                thunder.jit(function)(x, y)
+    return [v for v in log.to_dict()["violations"] if v["kind"] == "gradient-skips-update"]
+
+
+@pytest.mark.parametrize("name", sorted({**SKIPPING, **AGREEING}))
+def test_reported_exactly_when_thunder_differentiates_other_than_eager(name: str) -> None:
+    function = {**SKIPPING, **AGREEING}[name]
+    thunder_differs = not _same(_gradients(thunder.jit(function)), _gradients(function))
+    found = _audited(function)
+    assert bool(found) == thunder_differs, (name, thunder_differs, [v["message"] for v in found])
+    if name in AGREEING:
+        assert not thunder_differs and not found  # what the fix text recommends is right, and left alone
+
+
+def test_strict_raises_before_the_pass_naming_the_view_and_the_rule() -> None:
+    x, y = _inputs()
+    with installed(STRICT):
+        jitted = thunder.jit(_view_then_update_base)
+        with pytest.raises(BrokenTraceError) as raised:
+            jitted(x, y)
+    error = raised.value
+    if not _same(_gradients(thunder.jit(_view_then_update_base)), _gradients(_view_then_update_base)):
+        assert error.kind == "gradient-skips-update"
+        assert "b" in error.names  # the program's own name for the view
+        assert error.culprit == ("the grad rule of prims.update_aliases",
+                                 "thunder.core.transforms._update_aliases_prim_grad")
+        assert "hands on b (" in str(error) and "mul_" in str(error)
+        assert "take the view again after the update" in error.fix
+    assert thunder.core.trace.get_tracectx() is None  # raised before the pass ran: no trace left active
+
+
+def test_switched_off_for_this_check_only() -> None:
+    x, y = _inputs()
+    with installed(STRICT), use_policy("strict", gradient_skips_update="off"):
+        out = thunder.jit(_view_then_update_base)(x, y)
+    assert out.shape == (3,)  # compiled and ran: nothing raised for the switched-off check
+
+
+def test_no_update_aliases_no_report() -> None:
+    """A program with no in-place update, and one run without grad: nothing to judge."""
+    def plain(x: T, y: T) -> T:
+        return x.view(3) * y
+
+    assert _audited(plain) == []
+    assert _audited(_view_then_update_base, grad=False) == []
