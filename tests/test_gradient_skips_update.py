@@ -77,6 +77,26 @@ def _add_into_view_of_buffer(x: T, y: T) -> T:
     return a * y
 
 
+def _returned_view(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.mul_(y)  # b is returned, never read again: no update_aliases hands it on after the update
+    return b
+
+
+def _chained_updates(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.mul_(2).add_(1)  # the last update adds a constant; the mul_ before it is what is skipped
+    return b * y
+
+
+def _relu_on_a_slice(x: T, y: T) -> T:
+    h = x * y - 1.0  # the first two negative for these inputs: the ReLU zeroes them, and their gradient
+    torch.nn.functional.relu(h[0:2], inplace=True)
+    return h * 1
+
+
 def _no_other_alias(x: T, y: T) -> T:
     a = x * 1
     a.mul_(2)
@@ -106,6 +126,41 @@ def _update_without_grad(x: T, y: T) -> T:
     return b * y
 
 
+def _disjoint_slices(x: T, y: T) -> T:
+    a = x * 1
+    b, c = a[0:1], a[1:3]
+    b.mul_(2)  # c shares no element with b
+    return c * y[1:3]
+
+
+def _add_a_constant(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.add_(1.0)  # its derivative in a is the identity: skipping it changes no gradient
+    return b * y
+
+
+def _sub_a_tensor_needing_no_grad(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.sub_(torch.ones(3) * 0.5)
+    return b * y
+
+
+def _reshape_that_copies(x: T, y: T) -> T:
+    a = torch.stack([x, y])
+    b = a.t().reshape(6)  # a copy in eager (a transpose is not contiguous), which Thunder groups as an alias
+    a.mul_(2)
+    return b * 1
+
+
+def _update_through_detach(x: T, y: T) -> T:
+    a = x * 1
+    d = a.detach()
+    d.mul_(2)  # eager's autograd does not see it
+    return a * y
+
+
 def _view_read_only_for_shape(x: T, y: T) -> T:
     a = x * 1
     b = a.view(3)
@@ -119,9 +174,11 @@ SKIPPING: dict[str, Callable[[T, T], T]] = {
     "update_view_read_base": _update_view_read_base,
     "copy_constant_into_base": _copy_constant_into_base,
     "copy_input_into_buffer": _copy_input_into_buffer,
-    "update_one_view_read_another": _update_one_view_read_another,
     "transposed_view": _transposed_view,
     "add_into_view_of_buffer": _add_into_view_of_buffer,
+    "returned_view": _returned_view,
+    "chained_updates": _chained_updates,
+    "relu_on_a_slice": _relu_on_a_slice,
 }
 #: Programs Thunder differentiates as eager does.
 AGREEING: dict[str, Callable[[T, T], T]] = {
@@ -130,6 +187,16 @@ AGREEING: dict[str, Callable[[T, T], T]] = {
     "view_read_before_update": _view_read_before_update,
     "update_without_grad": _update_without_grad,
     "view_read_only_for_shape": _view_read_only_for_shape,
+    "disjoint_slices": _disjoint_slices,
+    "add_a_constant": _add_a_constant,
+    "sub_a_tensor_needing_no_grad": _sub_a_tensor_needing_no_grad,
+    "reshape_that_copies": _reshape_that_copies,
+    "update_through_detach": _update_through_detach,
+}
+#: Programs Thunder gets wrong this way that the check leaves alone, as it cannot tell them from right ones: two
+#: slices that overlap (which elements two slices share is not judged, so that disjoint ones are never reported).
+LEFT_ALONE: dict[str, Callable[[T, T], T]] = {
+    "update_one_view_read_another": _update_one_view_read_another,
 }
 
 
@@ -169,6 +236,16 @@ def test_reported_exactly_when_thunder_differentiates_other_than_eager(name: str
     assert bool(found) == thunder_differs, (name, thunder_differs, [v["message"] for v in found])
     if name in AGREEING:
         assert not thunder_differs and not found  # what the fix text recommends is right, and left alone
+
+
+@pytest.mark.parametrize("name", sorted(LEFT_ALONE))
+def test_what_it_cannot_tell_from_right_programs_is_left_alone(name: str) -> None:
+    function = LEFT_ALONE[name]
+    assert _audited(function) == []
+    if not _same(_gradients(thunder.jit(function)), _gradients(function)):
+        pass  # Thunder gets it wrong and it is not reported: a miss, said in the README row
+    else:
+        pytest.fail(f"Thunder now differentiates {name} as eager does: move it to AGREEING")
 
 
 def test_strict_raises_before_the_pass_naming_the_view_and_the_rule() -> None:
