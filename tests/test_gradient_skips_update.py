@@ -97,6 +97,37 @@ def _relu_on_a_slice(x: T, y: T) -> T:
     return h * 1
 
 
+def _add_itself(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.add_(a)  # doubles a: its derivative is 2, not the identity
+    return b * y
+
+
+def _view_as_another(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view_as(y)  # a tensor argument: still a view of a
+    a.mul_(2)
+    return b * y
+
+
+def _view_of_the_updated_slice(x: T, y: T) -> T:
+    a = x * 1
+    c = a[0:2]
+    d = c.view(2)  # every element of c: the update of c writes what d holds
+    c.mul_(2)
+    return d * y[0:2]
+
+
+def _view_without_grad_elsewhere(x: T, y: T) -> T:
+    a = x * 1
+    with torch.no_grad():
+        m = a.view(3).max()  # a view eager would refuse to use later; it is not used
+    b = a.view(3)
+    a.mul_(2)
+    return b * y + m
+
+
 def _no_other_alias(x: T, y: T) -> T:
     a = x * 1
     a.mul_(2)
@@ -161,6 +192,20 @@ def _update_through_detach(x: T, y: T) -> T:
     return a * y
 
 
+def _expansion_of_another_part(x: T, y: T) -> T:
+    a = torch.cat([x, y]) * 1
+    e = a[0:1].expand(6)  # as many elements as a, all of them a[0]
+    a[3:6].mul_(2)
+    return e * torch.cat([y, x])
+
+
+def _empty_alias(x: T, y: T) -> T:
+    a = x * 1
+    e = a[3:]  # no element
+    a.mul_(2)
+    return torch.cat([a * y, e])
+
+
 def _view_read_only_for_shape(x: T, y: T) -> T:
     a = x * 1
     b = a.view(3)
@@ -179,6 +224,10 @@ SKIPPING: dict[str, Callable[[T, T], T]] = {
     "returned_view": _returned_view,
     "chained_updates": _chained_updates,
     "relu_on_a_slice": _relu_on_a_slice,
+    "add_itself": _add_itself,
+    "view_as_another": _view_as_another,
+    "view_of_the_updated_slice": _view_of_the_updated_slice,
+    "view_without_grad_elsewhere": _view_without_grad_elsewhere,
 }
 #: Programs Thunder differentiates as eager does.
 AGREEING: dict[str, Callable[[T, T], T]] = {
@@ -192,6 +241,8 @@ AGREEING: dict[str, Callable[[T, T], T]] = {
     "sub_a_tensor_needing_no_grad": _sub_a_tensor_needing_no_grad,
     "reshape_that_copies": _reshape_that_copies,
     "update_through_detach": _update_through_detach,
+    "expansion_of_another_part": _expansion_of_another_part,
+    "empty_alias": _empty_alias,
 }
 #: Programs Thunder gets wrong this way that the check leaves alone, as it cannot tell them from right ones: two
 #: slices that overlap (which elements two slices share is not judged, so that disjoint ones are never reported).

@@ -56,13 +56,19 @@ _ADDING: Final = frozenset({"add_", "sub_"})
 #: ``contiguous``, ``to``; which it does is known only when it runs) and ``detach`` (autograd does not follow an
 #: update through it). Their outputs are judged as a storage of their own.
 _NOT_A_VIEW: Final = frozenset({"detach", "contiguous", "flatten", "reshape", "reshape_as", "to"})
-#: Views eager PyTorch forbids updating in place (the outputs of one call that makes several views).
+#: Views that hold every element of what they view (a permutation of them, or repeats: ``expand``); any other view
+#: (a slice, ``select``, ``diagonal``, ``as_strided``) holds a part of it.
+_COVERING: Final = frozenset({"view", "view_as", "t", "transpose", "permute", "unsqueeze", "squeeze", "swapaxes",
+                              "swapdims", "movedim", "adjoint", "unflatten", "shallow_copy", "expand", "expand_as", "to"})
+#: Views eager PyTorch forbids updating in place, or using after their base was: those of one call that makes several.
 _SEVERAL_VIEWS: Final = frozenset({"split", "chunk", "unbind", "tensor_split", "split_with_sizes", "hsplit", "vsplit"})
 
 
 class _Update(NamedTuple):
-    index: int
+    at: int
     output: Any
+    #: The region (:class:`_Walk`) of the tensor it updated.
+    target: str
     #: It writes every element of its target (not an indexed or masked write).
     whole: bool
 
@@ -82,20 +88,29 @@ def skipped_updates(program: Any, *, grad_enabled: bool) -> list[Violation]:
 
 
 class _Walk:
-    """The program in order: alias groups (by storage), who needs grad, the latest update of each group."""
+    """The program in order: each tensor's region of its storage, who needs grad, each storage's updates.
+
+    A region is a set of a storage's elements, named by the first tensor that held exactly them: a view that holds
+    every element of what it views (:data:`_COVERING`) is in its region, any other view makes a region inside it
+    (``parent``), an in-place update's output and what ``update_aliases`` hands on are in the region they stand
+    for. Two regions certainly share elements when one is inside the other (or they are one); two slices of one
+    storage are regions side by side, which may share none.
+    """
 
     def __init__(self, program: Any, grad_enabled: bool) -> None:
         self.program = program
         self.by_split = differentiated(program, grad_enabled=grad_enabled)
         self.reach = _read_later(program, self.by_split)
         self.needing = needing_inputs(program)
-        args = [p for p in getattr(program, "args", None) or () if isinstance(p, TensorProxy)]
-        self.defined = {p.name: -1 for p in args}
-        self.group: dict[str, str] = {}  # name -> a name of its group (union-find parent)
-        self.sizes: dict[str, int | None] = {p.name: _numel(p) for p in args}
-        self.first: dict[str, str] = {}  # group -> its earliest tensor (the storage's base)
-        self.updates: dict[str, list[_Update]] = {}  # group -> its differentiated in-place updates, in order
-        self.not_eager: set[str] = set()  # groups with an alias eager would not take for a view
+        self.defined = {p.name: -1 for p in getattr(program, "args", None) or () if isinstance(p, TensorProxy)}
+        self.region: dict[str, str] = {}  # tensor -> its region (itself when absent: a storage of its own)
+        self.parent: dict[str, str] = {}  # region -> the region it is inside
+        self.updates: dict[str, list[_Update]] = {}  # storage (its outermost region) -> its differentiated updates
+        #: Views eager refuses to use after their base was updated (made with grad disabled, or by a call that makes
+        #: several), and views it refuses to update (those, and expansions and unfoldings: one element at several
+        #: places).
+        self.refused: set[str] = set()
+        self.unwritable: set[str] = set()
         self.origin: dict[str, str] = {}  # what update_aliases hands on -> the program's first name of that alias
         self.found: dict[str, Violation] = {}  # one report per alias of the program
 
@@ -105,51 +120,60 @@ class _Walk:
             self.needing |= {p.name for p in outs if floating(p)} | written(bsym)
         for proxy in outs:
             self.defined.setdefault(proxy.name, index)
-            self.sizes.setdefault(proxy.name, _numel(proxy))
         name = getattr(bsym.sym, "name", "")
         into = sorted(written(bsym))
         if bsym.sym.id == _UPDATE_ALIASES and bsym.args:
             pairs = [(p, q) for p, q in zip(bsym.args[0], outs) if isinstance(p, TensorProxy)]
             for old, new in pairs:
-                self._join(old.name, new.name)
+                self._same_elements(old.name, new.name)
                 self.origin[new.name] = self.origin.get(old.name, old.name)
             for old, new in pairs:
                 self._judge(old, new, index, bsym)
         elif into:
             for proxy in outs:
-                self._join(into[0], proxy.name)
-            if self.by_split[index] and outs:  # setitem_ returns nothing: what it updates keeps its names
-                self.updates.setdefault(self._find(into[0]), []).append(_Update(index, outs[0], name not in _PARTIAL))
+                self._same_elements(into[0], proxy.name)
+            if self.by_split[index] and outs and into[0] not in self.unwritable:  # setitem_ returns nothing
+                target = self._region_of(into[0])
+                self.updates.setdefault(self._storage(target), []).append(
+                    _Update(index, outs[0], target, name not in _PARTIAL))
         elif bsym.sym.id == _RETURN:
             for proxy in returned(self.program) or ():
-                if isinstance(proxy, TensorProxy) and proxy.name in self.group:
+                if isinstance(proxy, TensorProxy):
                     self._judge(proxy, proxy, index, bsym, returning=True)
-        elif _is_view(bsym) and name not in _NOT_A_VIEW and not _indexed(bsym):
+        elif _is_view(bsym) and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym):
             given = next((p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)), None)
-            if given is not None:
-                for proxy in outs:
-                    self._join(given.name, proxy.name)
-                if name in _SEVERAL_VIEWS or len(outs) > 1 or not self.by_split[index]:
-                    self.not_eager.add(self._find(given.name))  # a view made with grad disabled: eager refuses too
+            if given is None:
+                return
+            several = name in _SEVERAL_VIEWS or len(outs) > 1
+            for proxy in outs:
+                self._same_elements(given.name, proxy.name)
+                if name not in _COVERING or several:
+                    self.parent[proxy.name] = self.region[proxy.name]
+                    self.region[proxy.name] = proxy.name  # a part of what it views: a region inside it
+                if several or not self.by_split[index]:
+                    self.refused.add(proxy.name)
+                if several or not self.by_split[index] or name.startswith(("expand", "unfold")):
+                    self.unwritable.add(proxy.name)
 
     def _judge(self, old: Any, new: Any, index: int, bsym: Any, *, returning: bool = False) -> None:
-        group = self._find(old.name)
         user = self.origin.get(old.name, old.name)
-        if group in self.not_eager or user in self.found or not floating(new) or new.name not in self.reach:
+        if old.name in self.refused or user in self.found or not floating(new) or new.name not in self.reach:
             return
-        base, since = self.first.get(group), self.defined.get(old.name, math.inf)
-        update = next((u for u in self.updates.get(group, ()) if u.index > since and u.output is not old
-                       # both holding part of the storage (two slices), they may share no element
-                       and (_whole(old, base, self.sizes) or u.whole and _whole(u.output, base, self.sizes))
-                       and self._changes_gradient(old, self.program.bound_symbols[u.index])), None)
+        if _numel(old) == 0:
+            return  # holds no element: nothing to skip
+        held, since = self._region_of(old.name), self.defined.get(old.name, math.inf)
+        update = next((u for u in self.updates.get(self._storage(held), ()) if u.at > since and u.output is not old
+                       # an element both hold: the alias is around the update's target, or inside what it all wrote
+                       and (self._inside(u.target, held) or u.whole and self._inside(held, u.target))
+                       and self._changes_gradient(old, self.program.bound_symbols[u.at])), None)
         if update is None:
             return
-        writer = self.program.bound_symbols[update.index]
+        writer = self.program.bound_symbols[update.at]
         named = f"{user} ({new.name} here)" if user != new.name else new.name
         handed = ("returns" if returning else "hands on")
         self.found[user] = Violation(
             "gradient-skips-update", user,
-            f"{bsym_label(index, bsym)} {handed} {named} after {bsym_label(update.index, writer)} updated its storage "
+            f"{bsym_label(index, bsym)} {handed} {named} after {bsym_label(update.at, writer)} updated its storage "
             f"in place ({update.output.name}): {new.name} holds the updated values, but its gradient goes to "
             f"{old.name}, the value from before the update (Thunder's grad rule of update_aliases gives each alias's "
             "gradient to the alias it was handed, and a returned alias is handed nothing), so the gradient skips the "
@@ -160,33 +184,39 @@ class _Walk:
 
     def _changes_gradient(self, old: Any, writer: Any) -> bool:
         """Whether skipping ``writer`` changes a gradient: what it reads besides its target needs grad, or it is not
-        an addition to its target (``add_``, ``sub_``) and the alias needs grad."""
-        given = {p.name for p in proxy_args(writer)}
-        others = (gradient_reads(writer) & given) - written(writer)
+        an addition to its target (``add_``, ``sub_``) of something else than its own storage, and the alias needs
+        grad."""
+        target = sorted(written(writer))
+        given = [p.name for p in proxy_args(writer)]
+        others = (gradient_reads(writer) & set(given)) - set(target)
         if others & self.needing:
             return True
-        adding = getattr(writer.sym, "name", "") in _ADDING  # its derivative in its target is the identity
+        storage = self._storage(self._region_of(target[0])) if target else None
+        adding = (getattr(writer.sym, "name", "") in _ADDING  # its derivative in its target is the identity
+                  and all(self._storage(self._region_of(n)) != storage for n in given[1:]))  # a.add_(a): twice
         return not adding and old.name in self.needing
 
-    def _find(self, name: str) -> str:
-        parent = self.group.setdefault(name, name)
-        while parent != self.group.setdefault(parent, parent):
-            parent = self.group[parent]
-        self.group[name] = parent
-        return parent
+    def _region_of(self, name: str) -> str:
+        return self.region.get(name, name)
 
-    def _join(self, a: str, b: str) -> None:
-        first, second = self._find(a), self._find(b)
-        if first == second:
-            return
-        base = min((self.first.get(first, first), self.first.get(second, second)),
-                   key=lambda n: self.defined.get(n, math.inf))
-        self.group[second] = first
-        self.first[first] = base
-        if second in self.not_eager:
-            self.not_eager.add(first)
-        if second in self.updates:
-            self.updates[first] = sorted((*self.updates.get(first, ()), *self.updates.pop(second)))
+    def _same_elements(self, given: str, made: str) -> None:
+        """``made`` holds what ``given`` holds (a covering view, an update's output, an alias handed on)."""
+        self.region[made] = self._region_of(given)
+        if given in self.refused:
+            self.refused.add(made)
+        if given in self.unwritable:
+            self.unwritable.add(made)
+
+    def _storage(self, region: str) -> str:
+        while region in self.parent:
+            region = self.parent[region]
+        return region
+
+    def _inside(self, inner: str, outer: str) -> bool:
+        """Whether region ``inner`` is ``outer`` or inside it."""
+        while inner != outer and inner in self.parent:
+            inner = self.parent[inner]
+        return inner == outer
 
 
 def _read_later(program: Any, by_split: list[bool]) -> set[str]:
@@ -214,19 +244,21 @@ def _is_view(bsym: Any) -> bool:
     return bsym.sym in views
 
 
+def _same_tensor(bsym: Any) -> bool:
+    """A ``to`` that changes neither dtype nor device: eager returns the tensor itself."""
+    given, outs = bsym.flat_proxy_args[:1], tensor_outs(bsym)
+    return (getattr(bsym.sym, "name", "") == "to" and len(given) == 1 and len(outs) == 1
+            and (given[0].dtype, given[0].device) == (outs[0].dtype, outs[0].device))
+
+
 def _indexed(bsym: Any) -> bool:
     """A ``getitem`` with a tensor among its indices: eager copies (advanced indexing), it makes no view."""
-    return any(isinstance(p, TensorProxy) for p in bsym.flat_proxy_args[1:])
+    return getattr(bsym.sym, "name", "") == "getitem" and any(
+        isinstance(p, TensorProxy) for p in bsym.flat_proxy_args[1:])
 
 
 def _numel(proxy: Any) -> int | None:
     shape = getattr(proxy, "shape", None)
     if shape is None or not all(isinstance(d, int) for d in shape):
         return None
-    return math.prod(shape)
-
-
-def _whole(proxy: Any, base: str | None, sizes: dict[str, int | None]) -> bool:
-    """Whether ``proxy`` holds every element of its storage (as many elements as its base, or more: an expansion)."""
-    size, whole = sizes.get(proxy.name), sizes.get(base) if base is not None else None
-    return size is not None and whole is not None and size >= whole
+    return int(math.prod(shape))
