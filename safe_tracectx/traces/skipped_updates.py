@@ -113,6 +113,7 @@ class _Walk:
         self.unwritable: set[str] = set()
         self.origin: dict[str, str] = {}  # what update_aliases hands on -> the program's first name of that alias
         self.found: dict[str, Violation] = {}  # one report per alias of the program
+        self.writers: dict[int, tuple[bool, bool]] = {}  # an update's index -> _writer of it, once
 
     def step(self, index: int, bsym: Any) -> None:
         outs = tensor_outs(bsym)
@@ -156,8 +157,10 @@ class _Walk:
                     self.unwritable.add(proxy.name)
 
     def _judge(self, old: Any, new: Any, index: int, bsym: Any, *, returning: bool = False) -> None:
+        if new.name not in self.reach or old.name in self.refused:  # most are handed on only, never read
+            return
         user = self.origin.get(old.name, old.name)
-        if old.name in self.refused or user in self.found or not floating(new) or new.name not in self.reach:
+        if user in self.found or not floating(new):
             return
         if _numel(old) == 0:
             return  # holds no element: nothing to skip
@@ -165,7 +168,7 @@ class _Walk:
         update = next((u for u in self.updates.get(self._storage(held), ()) if u.at > since and u.output is not old
                        # an element both hold: the alias is around the update's target, or inside what it all wrote
                        and (self._inside(u.target, held) or u.whole and self._inside(held, u.target))
-                       and self._changes_gradient(old, self.program.bound_symbols[u.at])), None)
+                       and self._changes_gradient(old, u.at)), None)
         if update is None:
             return
         writer = self.program.bound_symbols[update.at]
@@ -182,19 +185,25 @@ class _Walk:
             culprit=_RULE,
         )
 
-    def _changes_gradient(self, old: Any, writer: Any) -> bool:
-        """Whether skipping ``writer`` changes a gradient: what it reads besides its target needs grad, or it is not
-        an addition to its target (``add_``, ``sub_``) of something else than its own storage, and the alias needs
-        grad."""
+    def _changes_gradient(self, old: Any, at: int) -> bool:
+        """Whether skipping the update at ``at`` changes a gradient: what it reads besides its target needs grad, or
+        it is not an addition to its target (``add_``, ``sub_``) of something else than its own storage, and the
+        alias needs grad."""
+        known = self.writers.get(at)
+        if known is None:
+            known = self.writers[at] = self._writer(self.program.bound_symbols[at])
+        reads_needing, adding = known
+        return reads_needing or not adding and old.name in self.needing
+
+    def _writer(self, writer: Any) -> tuple[bool, bool]:
+        """(what ``writer`` reads besides its target needs grad, its derivative in its target is the identity)."""
         target = sorted(written(writer))
         given = [p.name for p in proxy_args(writer)]
         others = (gradient_reads(writer) & set(given)) - set(target)
-        if others & self.needing:
-            return True
         storage = self._storage(self._region_of(target[0])) if target else None
-        adding = (getattr(writer.sym, "name", "") in _ADDING  # its derivative in its target is the identity
+        adding = (getattr(writer.sym, "name", "") in _ADDING
                   and all(self._storage(self._region_of(n)) != storage for n in given[1:]))  # a.add_(a): twice
-        return not adding and old.name in self.needing
+        return bool(others & self.needing), adding
 
     def _region_of(self, name: str) -> str:
         return self.region.get(name, name)
