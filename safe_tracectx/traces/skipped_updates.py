@@ -30,6 +30,7 @@ from safe_tracectx._support.extras import require_thunder
 require_thunder("safe_tracectx.traces.skipped_updates")
 
 import math
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from thunder.core.prims import PrimIDs
@@ -84,6 +85,9 @@ def skipped_updates(program: Any, *, grad_enabled: bool) -> list[Violation]:
     walk = _Walk(program, grad_enabled)
     for index, bsym in enumerate(bsyms):
         walk.step(index, bsym)
+    walk.read = _read_parts(program, walk.by_split, walk._region_of)
+    for old, new, index, bsym, returning in walk.pending:
+        walk.judge(old, new, index, bsym, returning=returning)
     return list(walk.found.values())
 
 
@@ -100,7 +104,10 @@ class _Walk:
     def __init__(self, program: Any, grad_enabled: bool) -> None:
         self.program = program
         self.by_split = differentiated(program, grad_enabled=grad_enabled)
-        self.reach = _read_later(program, self.by_split)
+        #: Each tensor a gradient reads -> the regions it is read through (:func:`_read_parts`), once all is walked.
+        self.read: dict[str, set[str]] = {}
+        #: What update_aliases hands on, and the return returns: (alias before, alias handed on, index, symbol, returned).
+        self.pending: list[tuple[Any, Any, int, Any, bool]] = []
         self.needing = needing_inputs(program)
         self.defined = {p.name: -1 for p in getattr(program, "args", None) or () if isinstance(p, TensorProxy)}
         self.region: dict[str, str] = {}  # tensor -> its region (itself when absent: a storage of its own)
@@ -114,6 +121,7 @@ class _Walk:
         self.origin: dict[str, str] = {}  # what update_aliases hands on -> the program's first name of that alias
         self.found: dict[str, Violation] = {}  # one report per alias of the program
         self.writers: dict[int, tuple[bool, bool]] = {}  # an update's index -> _writer of it, once
+        self.parts: dict[tuple[Any, ...], str] = {}  # (region, view, its arguments, output) -> the part it is
 
     def step(self, index: int, bsym: Any) -> None:
         outs = tensor_outs(bsym)
@@ -128,8 +136,7 @@ class _Walk:
             for old, new in pairs:
                 self._same_elements(old.name, new.name)
                 self.origin[new.name] = self.origin.get(old.name, old.name)
-            for old, new in pairs:
-                self._judge(old, new, index, bsym)
+            self.pending += [(old, new, index, bsym, False) for old, new in pairs]
         elif into:
             for proxy in outs:
                 self._same_elements(into[0], proxy.name)
@@ -138,26 +145,30 @@ class _Walk:
                 self.updates.setdefault(self._storage(target), []).append(
                     _Update(index, outs[0], target, name not in _PARTIAL))
         elif bsym.sym.id == _RETURN:
-            for proxy in returned(self.program) or ():
-                if isinstance(proxy, TensorProxy):
-                    self._judge(proxy, proxy, index, bsym, returning=True)
+            self.pending += [(p, p, index, bsym, True) for p in returned(self.program) or () if isinstance(p, TensorProxy)]
         elif _is_view(bsym) and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym):
             given = next((p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)), None)
             if given is None:
                 return
             several = name in _SEVERAL_VIEWS or len(outs) > 1
-            for proxy in outs:
+            # the same part of the same region taken again (a[0:2] twice) is that region, not one beside it
+            key = (self._region_of(given.name), name, repr(bsym.args[1:]), repr(sorted(bsym.kwargs.items())))
+            for position, proxy in enumerate(outs):
                 self._same_elements(given.name, proxy.name)
-                if name not in _COVERING or several:
-                    self.parent[proxy.name] = self.region[proxy.name]
-                    self.region[proxy.name] = proxy.name  # a part of what it views: a region inside it
+                if several or not _covering(bsym):
+                    part = self.parts.setdefault((*key, position), proxy.name)
+                    self.parent.setdefault(part, self.region[proxy.name])
+                    self.region[proxy.name] = part  # a part of what it views: a region inside it
                 if several or not self.by_split[index]:
                     self.refused.add(proxy.name)
                 if several or not self.by_split[index] or name.startswith(("expand", "unfold")):
                     self.unwritable.add(proxy.name)
 
-    def _judge(self, old: Any, new: Any, index: int, bsym: Any, *, returning: bool = False) -> None:
-        if new.name not in self.reach or old.name in self.refused:  # most are handed on only, never read
+    def judge(self, old: Any, new: Any, index: int, bsym: Any, *, returning: bool = False) -> None:
+        """Report ``new``, handed on (or returned) at ``index`` for ``old``, if a gradient reads it and skips an update
+        of elements it is read through."""
+        parts = self.read.get(new.name)
+        if not parts or old.name in self.refused:  # most are handed on only, never read
             return
         user = self.origin.get(old.name, old.name)
         if user in self.found or not floating(new):
@@ -165,9 +176,11 @@ class _Walk:
         if _numel(old) == 0:
             return  # holds no element: nothing to skip
         held, since = self._region_of(old.name), self.defined.get(old.name, math.inf)
-        update = next((u for u in self.updates.get(self._storage(held), ()) if u.at > since and u.output is not old
-                       # an element both hold: the alias is around the update's target, or inside what it all wrote
-                       and (self._inside(u.target, held) or u.whole and self._inside(held, u.target))
+        update = next((u for u in self.updates.get(self._storage(held), ())
+                       if since < u.at < index and u.output is not old
+                       # an element the update wrote that the gradient reads: a part the alias is read through is
+                       # around the update's target, or inside what it all wrote
+                       and any(self._inside(u.target, r) or u.whole and self._inside(r, u.target) for r in parts)
                        and self._changes_gradient(old, u.at)), None)
         if update is None:
             return
@@ -228,22 +241,29 @@ class _Walk:
         return inner == outer
 
 
-def _read_later(program: Any, by_split: list[bool]) -> set[str]:
-    """The floating tensors a gradient flows through back from what ``program`` returns, as Thunder's split
-    follows it: through ``update_aliases`` only from each output to the input at its position (its grad rule), so
-    an alias that is only handed on from one ``update_aliases`` to the next, and never read, is not reached."""
+def _read_parts(program: Any, by_split: list[bool], region_of: Callable[[str], str]) -> dict[str, set[str]]:
+    """Each floating tensor a gradient flows through back from what ``program`` returns -> the regions
+    (:class:`_Walk`) it is read through: its own, or the part a view of it takes (a slice read after an update
+    of another part reads none of it). As Thunder's split follows it: through ``update_aliases`` only from each
+    output to the input at its position (its grad rule), so an alias only handed on from one ``update_aliases`` to
+    the next, and never read, is not reached."""
     bsyms = program.bound_symbols
-    reach = {p.name for p in returned(program) or () if floating(p)}
+    read: dict[str, set[str]] = {p.name: {region_of(p.name)} for p in returned(program) or () if floating(p)}
     for index in range(len(bsyms) - 2, -1, -1):
         bsym = bsyms[index]
         if not by_split[index]:
             continue
         outs = tensor_outs(bsym)
         if bsym.sym.id == _UPDATE_ALIASES and bsym.args:
-            reach |= {p.name for p, q in zip(bsym.args[0], outs) if q.name in reach and isinstance(p, TensorProxy)}
-        elif ({p.name for p in outs} | written(bsym)) & reach:
-            reach |= gradient_reads(bsym)
-    return reach
+            for p, q in zip(bsym.args[0], outs):
+                if isinstance(p, TensorProxy) and q.name in read:
+                    read.setdefault(p.name, set()).update(read[q.name])
+        elif ({p.name for p in outs} | written(bsym)) & read.keys():
+            partial = _is_view(bsym) and not _covering(bsym)
+            through = set().union(*(read[p.name] for p in outs if p.name in read)) if partial else set()
+            for name in gradient_reads(bsym):
+                read.setdefault(name, set()).update(through if partial else {region_of(name)})
+    return read
 
 
 def _is_view(bsym: Any) -> bool:
@@ -251,6 +271,18 @@ def _is_view(bsym: Any) -> bool:
 
     views = (*getattr(ltorch, "_syms_returning_views", ()), *getattr(ltorch, "_syms_that_may_return_views", ()))
     return bsym.sym in views
+
+
+def _covering(bsym: Any) -> bool:
+    """A view that holds every element of what it views: :data:`_COVERING`, or an index of nothing but full slices,
+    ``...`` and ``None`` (``a[:]``, ``a[..., None]``)."""
+    name = getattr(bsym.sym, "name", "")
+    if name in _COVERING:
+        return True
+    if name != "getitem" or len(bsym.args) < 2:
+        return False
+    key = bsym.args[1] if isinstance(bsym.args[1], tuple) else (bsym.args[1],)
+    return all(k is None or k is Ellipsis or isinstance(k, slice) and k == slice(None) for k in key)
 
 
 def _same_tensor(bsym: Any) -> bool:
