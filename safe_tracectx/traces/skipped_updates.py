@@ -29,6 +29,7 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.skipped_updates")
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
@@ -85,7 +86,7 @@ def skipped_updates(program: Any, *, grad_enabled: bool) -> list[Violation]:
     walk = _Walk(program, grad_enabled)
     for index, bsym in enumerate(bsyms):
         walk.step(index, bsym)
-    walk.read = _read_parts(program, walk.by_split, walk._region_of)
+    walk.read = _read_parts(program, walk.by_split, walk.region_of)
     for old, new, index, bsym, returning in walk.pending:
         walk.judge(old, new, index, bsym, returning=returning)
     return list(walk.found.values())
@@ -141,18 +142,18 @@ class _Walk:
             for proxy in outs:
                 self._same_elements(into[0], proxy.name)
             if self.by_split[index] and outs and into[0] not in self.unwritable:  # setitem_ returns nothing
-                target = self._region_of(into[0])
+                target = self.region_of(into[0])
                 self.updates.setdefault(self._storage(target), []).append(
                     _Update(index, outs[0], target, name not in _PARTIAL))
         elif bsym.sym.id == _RETURN:
             self.pending += [(p, p, index, bsym, True) for p in returned(self.program) or () if isinstance(p, TensorProxy)]
         elif _is_view(bsym) and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym):
-            given = next((p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)), None)
+            given = next((p for p in proxy_args(bsym) if isinstance(p, TensorProxy)), None)
             if given is None:
                 return
             several = name in _SEVERAL_VIEWS or len(outs) > 1
             # the same part of the same region taken again (a[0:2] twice) is that region, not one beside it
-            key = (self._region_of(given.name), name, repr(bsym.args[1:]), repr(sorted(bsym.kwargs.items())))
+            key = (self.region_of(given.name), name, repr(bsym.args[1:]), repr(sorted(bsym.kwargs.items())))
             for position, proxy in enumerate(outs):
                 self._same_elements(given.name, proxy.name)
                 if several or not _covering(bsym):
@@ -175,7 +176,7 @@ class _Walk:
             return
         if _numel(old) == 0:
             return  # holds no element: nothing to skip
-        held, since = self._region_of(old.name), self.defined.get(old.name, math.inf)
+        held, since = self.region_of(old.name), self.defined.get(old.name, math.inf)
         update = next((u for u in self.updates.get(self._storage(held), ())
                        if since < u.at < index and u.output is not old
                        # an element the update wrote that the gradient reads: a part the alias is read through is
@@ -213,17 +214,18 @@ class _Walk:
         target = sorted(written(writer))
         given = [p.name for p in proxy_args(writer)]
         others = (gradient_reads(writer) & set(given)) - set(target)
-        storage = self._storage(self._region_of(target[0])) if target else None
+        storage = self._storage(self.region_of(target[0])) if target else None
         adding = (getattr(writer.sym, "name", "") in _ADDING
-                  and all(self._storage(self._region_of(n)) != storage for n in given[1:]))  # a.add_(a): twice
+                  and all(self._storage(self.region_of(n)) != storage for n in given[1:]))  # a.add_(a): twice
         return bool(others & self.needing), adding
 
-    def _region_of(self, name: str) -> str:
+    def region_of(self, name: str) -> str:
+        """The region ``name`` holds (its own name: a storage of its own)."""
         return self.region.get(name, name)
 
     def _same_elements(self, given: str, made: str) -> None:
         """``made`` holds what ``given`` holds (a covering view, an update's output, an alias handed on)."""
-        self.region[made] = self._region_of(given)
+        self.region[made] = self.region_of(given)
         if given in self.refused:
             self.refused.add(made)
         if given in self.unwritable:
@@ -267,10 +269,15 @@ def _read_parts(program: Any, by_split: list[bool], region_of: Callable[[str], s
 
 
 def _is_view(bsym: Any) -> bool:
+    return bsym.sym in _view_symbols()
+
+
+@functools.cache
+def _view_symbols() -> tuple[Any, ...]:
+    """The symbols Thunder's alias analysis takes for views (``thunder.torch``'s two lists; symbols compare by id)."""
     import thunder.torch as ltorch
 
-    views = (*getattr(ltorch, "_syms_returning_views", ()), *getattr(ltorch, "_syms_that_may_return_views", ()))
-    return bsym.sym in views
+    return (*getattr(ltorch, "_syms_returning_views", ()), *getattr(ltorch, "_syms_that_may_return_views", ()))
 
 
 def _covering(bsym: Any) -> bool:
@@ -287,7 +294,7 @@ def _covering(bsym: Any) -> bool:
 
 def _same_tensor(bsym: Any) -> bool:
     """A ``to`` that changes neither dtype nor device: eager returns the tensor itself."""
-    given, outs = bsym.flat_proxy_args[:1], tensor_outs(bsym)
+    given, outs = proxy_args(bsym)[:1], tensor_outs(bsym)
     return (getattr(bsym.sym, "name", "") == "to" and len(given) == 1 and len(outs) == 1
             and (given[0].dtype, given[0].device) == (outs[0].dtype, outs[0].device))
 
@@ -295,7 +302,7 @@ def _same_tensor(bsym: Any) -> bool:
 def _indexed(bsym: Any) -> bool:
     """A ``getitem`` with a tensor among its indices: eager copies (advanced indexing), it makes no view."""
     return getattr(bsym.sym, "name", "") == "getitem" and any(
-        isinstance(p, TensorProxy) for p in bsym.flat_proxy_args[1:])
+        isinstance(p, TensorProxy) for p in proxy_args(bsym)[1:])
 
 
 def _numel(proxy: Any) -> int | None:
