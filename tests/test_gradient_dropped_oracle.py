@@ -162,6 +162,12 @@ class _Buffers(torch.nn.Module):
         return p * self.w + self.running
 
 
+def _updated_under_no_grad(p: T, q: T, *, used: bool = True) -> T:
+    with torch.no_grad():
+        p.add_(1)  # allowed on a leaf with grad disabled (an optimizer's step): p still requires grad after it
+    return p * q if used else q * 2
+
+
 def _leaves() -> tuple[T, T]:
     return torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
 
@@ -186,6 +192,9 @@ SHAPES: dict[str, tuple[Callable[..., Any], Callable[[T, T], tuple[tuple[Any, ..
     "grad_enabled_after_a_flip": (lambda p, q: (torch.set_grad_enabled(False), torch.set_grad_enabled(True), p)[2],
                                   lambda a, b: ((a, b), {})),
     "in_place_on_non_leaf": (lambda p, q: p.add_(1) * 2 + q, lambda a, b: ((a * 1, b), {})),
+    # Thunder 0.2.6 and main: the update's output is computed with grad disabled, so p * q has no path back to p
+    "leaf_updated_under_no_grad": (_updated_under_no_grad, lambda a, b: ((a, b), {})),
+    "leaf_updated_under_no_grad_unused": (lambda p, q: _updated_under_no_grad(p, q, used=False), lambda a, b: ((a, b), {})),
 }
 
 

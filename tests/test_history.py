@@ -69,6 +69,22 @@ def test_a_fast_case_is_caught_at_the_parent_as_expected_and_silent_at_the_fix(
         )
 
 
+def test_the_documented_table_has_every_case_with_its_expected_verdict() -> None:
+    """docs/history.md is the corpus's table: a case added or changed without its row is found here."""
+    text = (Path(__file__).parents[1] / "docs" / "history.md").read_text(encoding="utf-8")
+    rows = {cells[2]: cells for line in text.splitlines() if line.startswith("| #")
+            for cells in [[c.strip() for c in line.split("|")]]}
+    cases = load_cases()
+    assert set(rows) == {c.id for c in cases}
+    for case in cases:
+        assert (rows[case.id][3], rows[case.id][-2]) == (case.expect, "yes" if case.expect == "caught" else "no"), case.id
+    caught = sum(case.expect == "caught" for case in cases)
+    assert f"caught {caught} of {len(cases)}; not as expected: none" in text
+    held = [c for c in cases if c.held_out is not None]
+    assert (f"{len(held)} cases were found by a search for fixes of the class after the checks were written, not "
+            f"written against: {sum(c.held_out == 'caught' for c in held)} caught when found") in text
+
+
 def _write_case(folder: Path, name: str, text: str) -> Path:
     path = folder / f"{name}.toml"
     path.write_text(textwrap.dedent(text))
