@@ -234,6 +234,32 @@ def _view_read_only_for_shape(x: T, y: T) -> T:
     return a * y + torch.zeros_like(b)
 
 
+
+def _augmented_assignment_on_a_slice(x: T, y: T) -> T:
+    h = x * y
+    h[:2] *= 2  # getitem, mul_, and setitem_ writes the updated part back: the part's old values are never read
+    return h
+
+
+def _augmented_assignment_on_the_end(x: T, y: T) -> T:
+    h = x * y
+    h[1:] /= 3  # (h[0] /= 3 of a 1-D h: Thunder's backward of a 0-dim setitem_ fails, on 0.2.6 and main)
+    return h * 2
+
+
+def _add_a_detached_view_of_itself(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a.add_(b.detach())  # adds something needing no grad: the derivative in a is the identity
+    return b * y
+
+
+def _view_read_after_augmented_assignment(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    a[:2] *= 2  # written back into a, not into b: b, taken before, still skips the update
+    return b * y
+
 #: Programs whose gradient skips an in-place update on the Thunder of this writing (0.2.6, main).
 SKIPPING: dict[str, Callable[[T, T], T]] = {
     "view_then_update_base": _view_then_update_base,
@@ -251,6 +277,7 @@ SKIPPING: dict[str, Callable[[T, T], T]] = {
     "view_without_grad_elsewhere": _view_without_grad_elsewhere,
     "same_slice_taken_twice": _same_slice_taken_twice,
     "part_taken_again_after": _part_taken_again_after,
+    "view_read_after_augmented_assignment": _view_read_after_augmented_assignment,
 }
 #: Programs Thunder differentiates as eager does.
 AGREEING: dict[str, Callable[[T, T], T]] = {
@@ -267,6 +294,9 @@ AGREEING: dict[str, Callable[[T, T], T]] = {
     "expansion_of_another_part": _expansion_of_another_part,
     "empty_alias": _empty_alias,
     "read_through_another_part": _read_through_another_part,
+    "augmented_assignment_on_a_slice": _augmented_assignment_on_a_slice,
+    "augmented_assignment_on_the_end": _augmented_assignment_on_the_end,
+    "add_a_detached_view_of_itself": _add_a_detached_view_of_itself,
 }
 #: Programs Thunder gets wrong this way that the check leaves alone, as it cannot tell them from right ones: two
 #: slices that overlap (parts taken by different views are not related, so that disjoint ones are never reported).

@@ -31,7 +31,6 @@ require_thunder("safe_tracectx.traces.skipped_updates")
 
 import functools
 import math
-from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from thunder.core.prims import PrimIDs
@@ -66,6 +65,10 @@ _COVERING: Final = frozenset({"view", "view_as", "t", "transpose", "permute", "u
 _SEVERAL_VIEWS: Final = frozenset({"split", "chunk", "unbind", "tensor_split", "split_with_sizes", "hsplit", "vsplit"})
 
 
+#: A region a gradient reads a tensor through, and the parts of it overwritten before the read (read as nothing).
+_Read = tuple[str, frozenset[str]]
+
+
 class _Update(NamedTuple):
     at: int
     output: Any
@@ -86,7 +89,7 @@ def skipped_updates(program: Any, *, grad_enabled: bool) -> list[Violation]:
     walk = _Walk(program, grad_enabled)
     for index, bsym in enumerate(bsyms):
         walk.step(index, bsym)
-    walk.read = _read_parts(program, walk.by_split, walk.region_of)
+    walk.read = _read_parts(program, walk)
     for old, new, index, bsym, returning in walk.pending:
         walk.judge(old, new, index, bsym, returning=returning)
     return list(walk.found.values())
@@ -105,8 +108,9 @@ class _Walk:
     def __init__(self, program: Any, grad_enabled: bool) -> None:
         self.program = program
         self.by_split = differentiated(program, grad_enabled=grad_enabled)
-        #: Each tensor a gradient reads -> the regions it is read through (:func:`_read_parts`), once all is walked.
-        self.read: dict[str, set[str]] = {}
+        #: Each tensor a gradient reads -> the regions it is read through, each less the parts overwritten before it is
+        #: read (:func:`_read_parts`), once all is walked.
+        self.read: dict[str, set[_Read]] = {}
         #: What update_aliases hands on, and the return returns: (alias before, alias handed on, index, symbol, returned).
         self.pending: list[tuple[Any, Any, int, Any, bool]] = []
         self.needing = needing_inputs(program)
@@ -126,13 +130,16 @@ class _Walk:
 
     def step(self, index: int, bsym: Any) -> None:
         outs = tensor_outs(bsym)
-        if self.by_split[index] and gradient_reads(bsym) & self.needing:
+        aliases = bsym.sym.id == _UPDATE_ALIASES and bsym.args
+        if aliases:  # each output stands for the input at its position (a detached alias needs no grad)
+            self.needing |= {q.name for p, q in zip(bsym.args[0], outs) if getattr(p, "name", None) in self.needing}
+        elif self.by_split[index] and gradient_reads(bsym) & self.needing:
             self.needing |= {p.name for p in outs if floating(p)} | written(bsym)
         for proxy in outs:
             self.defined.setdefault(proxy.name, index)
         name = getattr(bsym.sym, "name", "")
         into = sorted(written(bsym))
-        if bsym.sym.id == _UPDATE_ALIASES and bsym.args:
+        if aliases:
             pairs = [(p, q) for p, q in zip(bsym.args[0], outs) if isinstance(p, TensorProxy)]
             for old, new in pairs:
                 self._same_elements(old.name, new.name)
@@ -181,7 +188,8 @@ class _Walk:
                        if since < u.at < index and u.output is not old
                        # an element the update wrote that the gradient reads: a part the alias is read through is
                        # around the update's target, or inside what it all wrote
-                       and any(self._inside(u.target, r) or u.whole and self._inside(r, u.target) for r in parts)
+                       and any((self._inside(u.target, r) or u.whole and self._inside(r, u.target))
+                               and not any(self._inside(u.target, e) for e in overwritten) for r, overwritten in parts)
                        and self._changes_gradient(old, u.at)), None)
         if update is None:
             return
@@ -215,13 +223,22 @@ class _Walk:
         given = [p.name for p in proxy_args(writer)]
         others = (gradient_reads(writer) & set(given)) - set(target)
         storage = self._storage(self.region_of(target[0])) if target else None
-        adding = (getattr(writer.sym, "name", "") in _ADDING
-                  and all(self._storage(self.region_of(n)) != storage for n in given[1:]))  # a.add_(a): twice
+        adding = (getattr(writer.sym, "name", "") in _ADDING  # a.add_(a) adds its target twice; a.add_(a.detach()) once
+                  and all(self._storage(self.region_of(n)) != storage for n in given[1:] if n in self.needing))
         return bool(others & self.needing), adding
 
     def region_of(self, name: str) -> str:
         """The region ``name`` holds (its own name: a storage of its own)."""
         return self.region.get(name, name)
+
+    def overwritten_part(self, bsym: Any) -> tuple[str, str] | None:
+        """(target, the part) of a ``setitem_`` whose index took a part of its target's region before (``h[:, :2] *=
+        2`` writes back the part it updated): the elements there are replaced, their old values never read."""
+        if getattr(bsym.sym, "name", "") != "setitem_" or len(bsym.args) < 3 or not isinstance(bsym.args[0], TensorProxy):
+            return None
+        target = bsym.args[0].name
+        part = self.parts.get((self.region_of(target), "getitem", repr(bsym.args[1:2]), "[]", 0))
+        return None if part is None else (target, part)
 
     def _same_elements(self, given: str, made: str) -> None:
         """``made`` holds what ``given`` holds (a covering view, an update's output, an alias handed on)."""
@@ -243,17 +260,18 @@ class _Walk:
         return inner == outer
 
 
-def _read_parts(program: Any, by_split: list[bool], region_of: Callable[[str], str]) -> dict[str, set[str]]:
+def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
     """Each floating tensor a gradient flows through back from what ``program`` returns -> the regions
     (:class:`_Walk`) it is read through: its own, or the part a view of it takes (a slice read after an update
-    of another part reads none of it). As Thunder's split follows it: through ``update_aliases`` only from each
-    output to the input at its position (its grad rule), so an alias only handed on from one ``update_aliases`` to
-    the next, and never read, is not reached."""
-    bsyms = program.bound_symbols
-    read: dict[str, set[str]] = {p.name: {region_of(p.name)} for p in returned(program) or () if floating(p)}
+    of another part reads none of it), each less the parts a ``setitem_`` overwrote before the read (their old
+    values get no gradient). As Thunder's split follows it: through ``update_aliases`` only from each output to
+    the input at its position (its grad rule), so an alias only handed on from one ``update_aliases`` to the next,
+    and never read, is not reached."""
+    bsyms, region_of, whole = program.bound_symbols, walk.region_of, frozenset[str]()
+    read: dict[str, set[_Read]] = {p.name: {(region_of(p.name), whole)} for p in returned(program) or () if floating(p)}
     for index in range(len(bsyms) - 2, -1, -1):
         bsym = bsyms[index]
-        if not by_split[index]:
+        if not walk.by_split[index]:
             continue
         outs = tensor_outs(bsym)
         if bsym.sym.id == _UPDATE_ALIASES and bsym.args:
@@ -262,9 +280,16 @@ def _read_parts(program: Any, by_split: list[bool], region_of: Callable[[str], s
                     read.setdefault(p.name, set()).update(read[q.name])
         elif ({p.name for p in outs} | written(bsym)) & read.keys():
             partial = _is_view(bsym) and not _covering(bsym)
-            through = set().union(*(read[p.name] for p in outs if p.name in read)) if partial else set()
+            through = set[_Read]().union(*(read[p.name] for p in outs if p.name in read))
+            overwritten = walk.overwritten_part(bsym)
             for name in gradient_reads(bsym):
-                read.setdefault(name, set()).update(through if partial else {region_of(name)})
+                if partial:
+                    entries = through
+                elif overwritten is not None and name == overwritten[0] and through:
+                    entries = {(r, skip | {overwritten[1]}) for r, skip in through}  # the rest passes on unchanged
+                else:
+                    entries = {(region_of(name), whole)}
+                read.setdefault(name, set()).update(entries)
     return read
 
 
