@@ -260,6 +260,28 @@ def _view_read_after_augmented_assignment(x: T, y: T) -> T:
     a[:2] *= 2  # written back into a, not into b: b, taken before, still skips the update
     return b * y
 
+
+def _add_a_product_needing_no_grad(x: T, y: T) -> T:
+    a = x * 1
+    b = a.view(3)
+    c = torch.full((3,), 0.5)
+    a.addcmul_(c, c)  # adds what needs no grad, like add_: the derivative in a is the identity
+    return b * y
+
+
+def _multiply_by_one(x: T, y: T) -> T:
+    a = x * y
+    b = a.view(3)
+    a *= 1  # mul_(a, 1) changes nothing
+    return b + a
+
+
+def _view_read_through_reshape(x: T, y: T) -> T:
+    a = x * y
+    r = a.view(3, 1)
+    a.mul_(2.0)
+    return r.reshape(3) * 2  # reshape reads all of r (it may copy): the gradient reads the updated elements
+
 #: Programs whose gradient skips an in-place update on the Thunder of this writing (0.2.6, main).
 SKIPPING: dict[str, Callable[[T, T], T]] = {
     "view_then_update_base": _view_then_update_base,
@@ -278,6 +300,7 @@ SKIPPING: dict[str, Callable[[T, T], T]] = {
     "same_slice_taken_twice": _same_slice_taken_twice,
     "part_taken_again_after": _part_taken_again_after,
     "view_read_after_augmented_assignment": _view_read_after_augmented_assignment,
+    "view_read_through_reshape": _view_read_through_reshape,
 }
 #: Programs Thunder differentiates as eager does.
 AGREEING: dict[str, Callable[[T, T], T]] = {
@@ -297,6 +320,8 @@ AGREEING: dict[str, Callable[[T, T], T]] = {
     "augmented_assignment_on_a_slice": _augmented_assignment_on_a_slice,
     "augmented_assignment_on_the_end": _augmented_assignment_on_the_end,
     "add_a_detached_view_of_itself": _add_a_detached_view_of_itself,
+    "add_a_product_needing_no_grad": _add_a_product_needing_no_grad,
+    "multiply_by_one": _multiply_by_one,
 }
 #: Programs Thunder gets wrong this way that the check leaves alone, as it cannot tell them from right ones: two
 #: slices that overlap (parts taken by different views are not related, so that disjoint ones are never reported).

@@ -38,7 +38,7 @@ from safe_tracectx.hooks.preconditions import check_preconditions
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
 from safe_tracectx.traces import swaps
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
-from safe_tracectx.traces.checks import Violation, check_handover, generatable
+from safe_tracectx.traces.checks import Violation, check_forward_backward, generatable
 from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.fingerprint import fingerprint, packed_fingerprint
 
@@ -221,7 +221,7 @@ def _pair_violations(run: PassRun, sides: tuple[TraceCtx | None, TraceCtx | None
     """
     if sides is None or sides[0] is None:
         return []
-    found = [] if sides[1] is None else check_handover(sides[0], sides[1])
+    found = [] if sides[1] is None else check_forward_backward(sides[0], sides[1])
     compilation = run.compilation
     if compilation is not None and compilation.differentiates is not None:
         found += [v if v.culprit else dataclasses.replace(v, culprit=(run.label, run.qualname))  # the pass made it

@@ -45,7 +45,7 @@ from safe_tracectx.hooks.backward_calls import guarded_backward
 from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.dropped_gradients import dropped_gradients
-from safe_tracectx.traces.checks import Violation, check_handover
+from safe_tracectx.traces.checks import Violation, check_forward_backward, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
 from safe_tracectx.traces.torch_values import untranslated_values
 
@@ -249,7 +249,7 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
         return []
     compilation.running.clear()
     compilation.handed_over = (fw, bw)
-    found = check_handover(fw, bw)
+    found = check_forward_backward(fw, bw)
     if compilation.differentiates is not None:  # a step after the split may have dropped a gradient
         found += dropped_gradients(compilation.differentiates, fw, bw, grad_enabled=compilation.grad_enabled)
     return found

@@ -27,6 +27,7 @@ from thunder.core.trace import TraceCtx
 from safe_tracectx._support.arguments import expect_trace
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.traces.program import Program
+from safe_tracectx.traces.saved_updates import updated_after_saving
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["EmptiedPart", "check_forward_backward", "check_handover", "emptied_by_backward", "saved_part"]
@@ -119,10 +120,12 @@ def _meta(proxy: Any, attribute: str) -> Any:
 
 
 def check_forward_backward(fw: TraceCtx, bw: TraceCtx) -> list[Violation]:
-    """What breaks between a forward and its backward: today, the saved-for-backward hand-over."""
+    """What breaks between a forward and its backward: the saved-for-backward hand-over (:func:`check_handover`),
+    and a saved value the forward updates in place after saving it
+    (:func:`~safe_tracectx.traces.saved_updates.updated_after_saving`)."""
     expect_trace(fw, "check_forward_backward() fw", verb="must be")
     expect_trace(bw, "check_forward_backward() bw", verb="must be")
-    return check_handover(fw, bw)
+    return check_handover(fw, bw) + updated_after_saving(fw, bw)
 
 
 

@@ -52,7 +52,9 @@ _RULE: Final = ("the grad rule of prims.update_aliases", "thunder.core.transform
 _PARTIAL: Final = frozenset({"setitem_", "index_add_", "index_copy_", "index_put_", "index_fill_", "scatter_",
                              "scatter_add_", "masked_fill_", "masked_scatter_", "tril_", "triu_"})
 #: In-place updates whose derivative in their target is the identity (what they add needs no grad: no change).
-_ADDING: Final = frozenset({"add_", "sub_"})
+_ADDING: Final = frozenset({"add_", "sub_", "addcmul_", "addcdiv_"})
+#: In-place updates that change nothing when their second argument is the number 1 (``a *= 1``, ``a.pow_(1)``).
+_BY_ONE: Final = frozenset({"mul_", "div_", "true_divide_", "pow_"})
 #: Aliases Thunder groups that are not eager's views of one storage for autograd: what may copy (``reshape``,
 #: ``contiguous``, ``to``; which it does is known only when it runs) and ``detach`` (autograd does not follow an
 #: update through it). Their outputs are judged as a storage of their own.
@@ -90,8 +92,8 @@ def skipped_updates(program: Any, *, grad_enabled: bool) -> list[Violation]:
     for index, bsym in enumerate(bsyms):
         walk.step(index, bsym)
     walk.read = _read_parts(program, walk)
-    for old, new, index, bsym, returning in walk.pending:
-        walk.judge(old, new, index, bsym, returning=returning)
+    for old, new, index, bsym, how in walk.pending:
+        walk.judge(old, new, index, bsym, how=how)
     return list(walk.found.values())
 
 
@@ -111,8 +113,9 @@ class _Walk:
         #: Each tensor a gradient reads -> the regions it is read through, each less the parts overwritten before it is
         #: read (:func:`_read_parts`), once all is walked.
         self.read: dict[str, set[_Read]] = {}
-        #: What update_aliases hands on, and the return returns: (alias before, alias handed on, index, symbol, returned).
-        self.pending: list[tuple[Any, Any, int, Any, bool]] = []
+        #: What update_aliases hands on, and the return returns: (alias before, alias handed on, index, symbol, how:
+        #: "hands on" or "returns").
+        self.pending: list[tuple[Any, Any, int, Any, str]] = []
         self.needing = needing_inputs(program)
         self.defined = {p.name: -1 for p in getattr(program, "args", None) or () if isinstance(p, TensorProxy)}
         self.region: dict[str, str] = {}  # tensor -> its region (itself when absent: a storage of its own)
@@ -144,7 +147,7 @@ class _Walk:
             for old, new in pairs:
                 self._same_elements(old.name, new.name)
                 self.origin[new.name] = self.origin.get(old.name, old.name)
-            self.pending += [(old, new, index, bsym, False) for old, new in pairs]
+            self.pending += [(old, new, index, bsym, "hands on") for old, new in pairs]
         elif into:
             for proxy in outs:
                 self._same_elements(into[0], proxy.name)
@@ -153,8 +156,8 @@ class _Walk:
                 self.updates.setdefault(self._storage(target), []).append(
                     _Update(index, outs[0], target, name not in _PARTIAL))
         elif bsym.sym.id == _RETURN:
-            self.pending += [(p, p, index, bsym, True) for p in returned(self.program) or () if isinstance(p, TensorProxy)]
-        elif _is_view(bsym) and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym):
+            self.pending += [(p, p, index, bsym, "returns") for p in returned(self.program) or () if isinstance(p, TensorProxy)]
+        elif _takes_view(bsym):
             given = next((p for p in proxy_args(bsym) if isinstance(p, TensorProxy)), None)
             if given is None:
                 return
@@ -172,9 +175,9 @@ class _Walk:
                 if several or not self.by_split[index] or name.startswith(("expand", "unfold")):
                     self.unwritable.add(proxy.name)
 
-    def judge(self, old: Any, new: Any, index: int, bsym: Any, *, returning: bool = False) -> None:
-        """Report ``new``, handed on (or returned) at ``index`` for ``old``, if a gradient reads it and skips an update
-        of elements it is read through."""
+    def judge(self, old: Any, new: Any, index: int, bsym: Any, *, how: str) -> None:
+        """Report ``new``, handed on (or returned: ``how``) at ``index`` for ``old``, if a gradient reads it and skips an
+        update of elements it is read through."""
         parts = self.read.get(new.name)
         if not parts or old.name in self.refused:  # most are handed on only, never read
             return
@@ -195,10 +198,9 @@ class _Walk:
             return
         writer = self.program.bound_symbols[update.at]
         named = f"{user} ({new.name} here)" if user != new.name else new.name
-        handed = ("returns" if returning else "hands on")
         self.found[user] = Violation(
             "gradient-skips-update", user,
-            f"{bsym_label(index, bsym)} {handed} {named} after {bsym_label(update.at, writer)} updated its storage "
+            f"{bsym_label(index, bsym)} {how} {named} after {bsym_label(update.at, writer)} updated its storage "
             f"in place ({update.output.name}): {new.name} holds the updated values, but its gradient goes to "
             f"{old.name}, the value from before the update (Thunder's grad rule of update_aliases gives each alias's "
             "gradient to the alias it was handed, and a returned alias is handed nothing), so the gradient skips the "
@@ -220,10 +222,13 @@ class _Walk:
     def _writer(self, writer: Any) -> tuple[bool, bool]:
         """(what ``writer`` reads besides its target needs grad, its derivative in its target is the identity)."""
         target = sorted(written(writer))
+        name, args = getattr(writer.sym, "name", ""), writer.args
+        if name in _BY_ONE and len(args) == 2 and type(args[1]) in (int, float) and args[1] == 1:
+            return False, True  # the identity
         given = [p.name for p in proxy_args(writer)]
         others = (gradient_reads(writer) & set(given)) - set(target)
         storage = self._storage(self.region_of(target[0])) if target else None
-        adding = (getattr(writer.sym, "name", "") in _ADDING  # a.add_(a) adds its target twice; a.add_(a.detach()) once
+        adding = (name in _ADDING  # a.add_(a) adds its target twice; a.add_(a.detach()) once
                   and all(self._storage(self.region_of(n)) != storage for n in given[1:] if n in self.needing))
         return bool(others & self.needing), adding
 
@@ -279,7 +284,7 @@ def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
                 if isinstance(p, TensorProxy) and q.name in read:
                     read.setdefault(p.name, set()).update(read[q.name])
         elif ({p.name for p in outs} | written(bsym)) & read.keys():
-            partial = _is_view(bsym) and not _covering(bsym)
+            partial = _takes_view(bsym) and not _covering(bsym)
             through = set[_Read]().union(*(read[p.name] for p in outs if p.name in read))
             overwritten = walk.overwritten_part(bsym)
             for name in gradient_reads(bsym):
@@ -293,8 +298,10 @@ def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
     return read
 
 
-def _is_view(bsym: Any) -> bool:
-    return bsym.sym in _view_symbols()
+def _takes_view(bsym: Any) -> bool:
+    """A view eager PyTorch also makes: not one that may copy (:data:`_NOT_A_VIEW`), nor advanced indexing."""
+    name = getattr(bsym.sym, "name", "")
+    return bsym.sym in _view_symbols() and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym)
 
 
 @functools.cache
