@@ -75,6 +75,12 @@ def _add_then_sin(x: T, y: T) -> T:
     return a.sin()  # sin saves the updated a, defined after the update
 
 
+def _update_through_detach(x: T, y: T) -> T:
+    a = x * 1
+    a.detach().mul_(2)  # the backward hands a to detach's vjp, which reads none of its values
+    return a * y
+
+
 def _out_of_place(x: T, y: T) -> T:
     a = x * 1
     return a * y
@@ -94,6 +100,7 @@ AGREEING: dict[str, Callable[[T, T], T]] = {
     "mul_by_a_number": _mul_by_a_number,
     "add_then_sin": _add_then_sin,
     "out_of_place": _out_of_place,
+    "update_through_detach": _update_through_detach,
 }
 
 

@@ -36,10 +36,11 @@ from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["updated_after_saving"]
 
-#: What a backward does with a saved tensor that reads none of its values.
-_NOT_READING: Final = frozenset({"del", "python_del", "clear_mutable_collection", "python_return", "return", "shape",
-                                 "unpack_sequence", "unpack_trivial", "zeros_like", "ones_like", "empty_like",
-                                 "full_like", "randn_like", "rand_like"})
+#: What a backward does with a saved tensor that reads none of its values (the gradient of detach is none).
+_NOT_READING: Final = frozenset({
+    "del", "python_del", "clear_mutable_collection", "python_return", "return", "shape", "detach_vjp",
+    "unpack_sequence", "unpack_trivial", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
+})
 
 
 def updated_after_saving(fw: Any, bw: Any) -> list[Violation]:
