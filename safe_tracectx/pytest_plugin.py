@@ -147,9 +147,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(trylast=True)
+def _left_running(state: _PluginState) -> list[Installation]:
+    """Installations begun inside the session's and never ended outside any test (an ``install()`` at collection)."""
+    from safe_tracectx.hooks.installer import running_installations
+
+    running = list(running_installations())
+    if state.installation is None or state.installation not in running:
+        return []
+    return running[running.index(state.installation) + 1:]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is not None and state.installation is not None and state.installation.active:
+        for leftover in reversed(_left_running(state)):  # said in the summary; ended so that the session's can end
+            leftover.end()
         state.installation.end()
 
 
@@ -286,5 +298,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             where = f" at {site['file']}:{site['line']}" if site else ""
             thread = "" if leaked["thread"] == "MainThread" else f"[thread {leaked['thread']}] "
             write(f"    {thread}never reset: set_tracectx({leaked['trace']}){where}")
+    for leftover in _left_running(state):
+        write(f"left running outside any test: {leftover!r}; end it where it begins (uninstall(), or `with "
+              "installed():`); ended at the end of the session")
     if state.report_path:
         write(f"report written to {state.report_path}")

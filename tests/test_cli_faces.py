@@ -191,6 +191,11 @@ def test_run_and_sweep_find_their_program_the_same_way(project: Path, capsys: py
     for command in ("run", "sweep"):
         assert main([command, "missing_script.py"]) == ExitStatus.USAGE_ERROR
         assert capsys.readouterr().err.splitlines()[-1] == f"safe-tracectx {command}: error: no such script: missing_script.py"
+        (project / "apppkg").mkdir(exist_ok=True)
+        (project / "apppkg" / "__main__.py").write_text("print('hi')\n")
+        assert main([command, str(project / "apppkg")]) == ExitStatus.USAGE_ERROR
+        assert capsys.readouterr().err.splitlines()[-1].endswith(
+            f"apppkg is a directory, not a script: give its {project / 'apppkg' / '__main__.py'}, or run a package with -m PACKAGE")
         assert main([command]) == ExitStatus.USAGE_ERROR
         assert f"{command} needs a script (safe-tracectx {command} script.py [args]) or -m MODULE" in capsys.readouterr().err
     assert main(["sweep", "-m", "missing.module"]) == ExitStatus.USAGE_ERROR

@@ -120,6 +120,19 @@ def test_combine_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
     assert main(["report", "nope.json"]) == 2 and "cannot read" in capsys.readouterr().err
 
 
+def test_combine_refuses_to_overwrite_an_input_or_to_count_one_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    paths = _write(tmp_path, [audit_document(rank, [pass_run("t", BASE)]) for rank in (0, 1)])
+    before = [p.read_bytes() for p in paths]
+    assert main(["combine", str(paths[0]), str(paths[1]), "-o", str(paths[0])]) == 2
+    assert "is one of the data files to combine" in capsys.readouterr().err
+    assert main(["combine", str(paths[0]), f"./{paths[0].name}"]) == 2
+    assert "given twice" in capsys.readouterr().err
+    assert [p.read_bytes() for p in paths] == before and not (tmp_path / ".safe-tracectx.json").exists()
+
+
 def test_rank_environment_and_data_file_names() -> None:
     assert rank_info({"RANK": "1", "WORLD_SIZE": "2"}) is not None
     assert rank_info({"RANK": "1"}) is None  # not a launch: WORLD_SIZE is missing

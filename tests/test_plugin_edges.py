@@ -234,3 +234,17 @@ def test_pytest_stops_with_a_usage_error_when_the_plugin_report_cannot_be_writte
     result = pytester.runpytest_subprocess("--safe-tracectx=audit", "--safe-tracectx-report=/nonexistent/r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--safe-tracectx-report: cannot write /nonexistent/r.json*"])
+
+
+def test_an_install_left_running_at_collection_is_said_and_ended_without_a_traceback(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_leak_at_import="""
+        import safe_tracectx
+        safe_tracectx.install("lenient")  # at collection, never uninstalled
+
+        def test_a():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--safe-tracectx=strict", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["left running outside any test: <installation by install() at *test_leak_at_import.py:2*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -153,6 +153,17 @@ def test_environment_variable_selects_the_default(monkeypatch: pytest.MonkeyPatc
         get_policy()
 
 
+def test_a_bad_environment_variable_is_refused_by_install_before_any_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    from safe_tracectx import install
+    from safe_tracectx.hooks.installer import running_installations
+
+    monkeypatch.setenv("SAFE_TRACECTX_POLICY", "bogus")
+    with pytest.raises(ValueError, match="SAFE_TRACECTX_POLICY='bogus' is not a policy preset"):
+        install()
+    assert running_installations() == ()  # nothing left to uninstall
+    install("lenient").end()  # a policy given outright does not read the variable
+
+
 def test_environment_variable_in_a_fresh_process() -> None:
     code = "import safe_tracectx as s; print(s.get_policy() is s.LENIENT)"
     env = {**__import__("os").environ, "SAFE_TRACECTX_POLICY": "lenient"}

@@ -74,6 +74,12 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     files = _data_files(args.paths)
     if not files:
         return usage_error(parser, "no data files (.safe-tracectx.rank*.json) found; run under torchrun first")
+    resolved = [f.resolve() for f in files]
+    if (twice := next((f for f, r in zip(files, resolved) if resolved.count(r) > 1), None)) is not None:
+        return usage_error(parser, f"{twice} is given twice: name each data file once")
+    if Path(args.output).resolve() in resolved:
+        return usage_error(parser, f"--output: {args.output} is one of the data files to combine; name another file "
+                                   f"(the default is {COMBINED_DEFAULT})")
     if (problem := check_writable(args.output)) is not None:
         return usage_error(parser, f"--output: {problem}")
     started = time.perf_counter()

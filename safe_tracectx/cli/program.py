@@ -173,6 +173,10 @@ def resolve_program(command: str, module: str | None, program: list[str]) -> Pro
     if not program:
         raise UsageError(f"{command} needs a script (safe-tracectx {command} script.py [args]) or -m MODULE")
     script, *args = program
+    if os.path.isdir(script):
+        inside = os.path.join(script, "__main__.py")
+        hint = f"give its {inside}" if os.path.isfile(inside) else "give a script in it"
+        raise UsageError(f"{script} is a directory, not a script: {hint}, or run a package with -m PACKAGE")
     if not os.path.isfile(script):
         raise UsageError(f"no such script: {script}")
     return Program(run_script(script, args), script)

@@ -215,6 +215,8 @@ class Installation:
 def begin(owner: str, policy: Policy | str | None = None, *, audit: bool | AuditLog = False) -> Installation:
     """Start an installation made by ``owner`` (ended by ``.end()``); the faces use this."""
     chosen = None if policy is None else as_policy(policy, source=f"{owner.split('(')[0]}()")
+    if chosen is None:
+        or_default(None)  # a bad SAFE_TRACECTX_POLICY is refused now, before any hook, not at a report or uninstall()
     log = audit if isinstance(audit, AuditLog) else (AuditLog() if audit else None)
     return Installation(owner, chosen, log, find_call_site())._start()
 
