@@ -156,3 +156,34 @@ def test_a_trace_pair_that_saves_nothing_updated_is_silent() -> None:
     x, y = _inputs()
     jitted(x, y).sum().backward()  # type: ignore[no-untyped-call]
     assert updated_after_saving(thunder.last_traces(jitted)[-1], thunder.last_backward_traces(jitted)[-1]) == []
+
+
+class _Gate(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x: T) -> T:
+        h = self.a(x)
+        h.mul_(self.b(x))  # a gated unit computed in place
+        return h
+
+
+def test_an_update_inside_a_fusion_region_is_followed_statement_by_statement() -> None:
+    """torch.compile's executor fuses the whole forward: the region saves h and updates it inside."""
+    torch.manual_seed(0)
+    gate, x = _Gate(), torch.randn(3, 4, requires_grad=True)
+
+    def gradients(module: Any) -> list[T | None]:
+        for p in [x, *gate.parameters()]:
+            p.grad = None
+        module(x).sum().backward()
+        return [p.grad.clone() if p.grad is not None else None for p in [x, *gate.parameters()]]
+
+    eager = gradients(gate)
+    jitted = thunder.jit(gate, executors=[thunder.extend.get_executor("torchcompile")])
+    assert not _same(gradients(jitted), eager)  # Thunder 0.2.6 and main
+    with audit() as log, use_policy(AUDIT):
+        gradients(thunder.jit(gate, executors=[thunder.extend.get_executor("torchcompile")]))
+    found = [v for v in log.to_dict()["violations"] if "updates it in place" in v["message"]]
+    assert len(found) == 1 and "(TorchCompile" in found[0]["message"] and "'s copy_ updates it in place" in found[0]["message"]

@@ -24,6 +24,7 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.saved_updates")
 
+from collections.abc import Iterator
 from typing import Any, Final
 
 from thunder.core.proxies import Proxy, TensorProxy
@@ -55,17 +56,16 @@ def updated_after_saving(fw: Any, bw: Any) -> list[Violation]:
     if not pairs:
         return []
     storage = _Storages()
-    defined: dict[str, int] = {}
+    defined: set[str] = set()
     found: list[Violation] = []
-    bsyms = fw.bound_symbols
-    for index, bsym in enumerate(bsyms):
+    for label, bsym in _statements(fw.bound_symbols):
         into = _written(bsym)
         for name in into:
             root = storage.find(name)
             for given in [n for n in pairs if n in defined and storage.find(n) == root]:
                 found.append(Violation(
                     "handover-mismatch", pairs.pop(given),
-                    f"the forward saves {given} for the backward, then {bsym_label(index, bsym)} updates it in place "
+                    f"the forward saves {given} for the backward, then {label} updates it in place "
                     f"(writing {name}): the backward reads {given}'s storage as the forward leaves it, the updated "
                     f"values, where its gradient formula means {given}'s, so the gradients are other than eager "
                     "PyTorch's (which keeps what it saved, or refuses the update), silently",
@@ -73,9 +73,18 @@ def updated_after_saving(fw: Any, bw: Any) -> list[Violation]:
                     also=(given, name) if given != name else (),
                 ))
         storage.record(bsym, into)
-        for proxy in tensor_outs(bsym):
-            defined.setdefault(proxy.name, index)
+        defined.update(p.name for p in tensor_outs(bsym))
     return found
+
+
+def _statements(bsyms: list[Any]) -> Iterator[tuple[str, Any]]:
+    """Each top-level bound symbol with its label, a fusion region's as its statements in order (a region saves what
+    it computes and may update it inside: its outputs are defined before its end)."""
+    for index, bsym in enumerate(bsyms):
+        if getattr(bsym.sym, "is_fusion", False):
+            yield from ((f"{bsym_label(index, bsym)}'s {getattr(sub.sym, 'name', '?')}", sub) for sub in bsym.subsymbols)
+        else:
+            yield bsym_label(index, bsym), bsym
 
 
 def _written(bsym: Any) -> set[str]:
