@@ -3,8 +3,8 @@
 The forward hands its backward the tensors it saved when it returns, so a
 saved name holds what its storage holds at the end of the forward. A name is
 one value: when the forward writes into that storage after the name was
-defined (a ``copy_`` into it, or into an alias ``update_aliases`` groups with
-it), the backward reads the updated values where its gradient formula means
+defined (a ``copy_`` into it, or into a later name ``update_aliases`` hands it
+on as), the backward reads the updated values where its gradient formula means
 the name's. Eager PyTorch keeps what it saved (or refuses, "modified by an
 inplace operation"). ``h = x * 1; h.mul_(y); return h`` gives ``y`` the
 gradient ``x * y`` where eager gives ``x``, silently (Thunder 0.2.6 and main).
@@ -103,8 +103,9 @@ def _values_read(bw: Any) -> set[str]:
 
 
 class _Storages:
-    """Names that share a storage in a forward: what one ``update_aliases`` call groups, and an in-place symbol's
-    outputs with what it writes (a union-find by name)."""
+    """Names of one tensor in a forward: an alias under the name ``update_aliases`` hands it on as (not the other
+    aliases of its group, which may hold other parts: a KV cache's rows), and an in-place symbol's outputs with what
+    it writes (a union-find by name)."""
 
     __slots__ = ("parent",)
 
@@ -125,6 +126,7 @@ class _Storages:
     def record(self, bsym: Any, into: set[str]) -> None:
         outs = [p.name for p in tensor_outs(bsym)]
         if getattr(bsym.sym, "name", "") == "update_aliases":  # prims' or an executor's (Thunder >= 0.2.4)
-            self.union([p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy)] + outs)
+            for given, handed in zip([p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy)], outs):
+                self.union([given, handed])  # one alias under its next name; the group's others may be other parts
         elif into:
             self.union([*sorted(into), *outs])
