@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from eager_oracle import gradients, inputs, same
 
 from safe_tracectx import STRICT, BrokenTraceError, use_policy
 from safe_tracectx.hooks import audit, installed
@@ -331,19 +332,14 @@ LEFT_ALONE: dict[str, Callable[[T, T], T]] = {
 
 
 def _inputs() -> tuple[T, T]:
-    generator = torch.Generator().manual_seed(0)
-    return (torch.randn(3, generator=generator, requires_grad=True),
-            torch.randn(3, generator=generator, requires_grad=True))
+    return inputs((3,))
 
 
 def _gradients(function: Callable[[T, T], T]) -> list[T | None]:
-    x, y = _inputs()
-    function(x, y).sum().backward()  # type: ignore[no-untyped-call]
-    return [x.grad, y.grad]
+    return gradients(function, (3,))
 
 
-def _same(a: list[T | None], b: list[T | None]) -> bool:
-    return all((p is None) == (q is None) and (p is None or q is None or torch.allclose(p, q)) for p, q in zip(a, b))
+_same = same
 
 
 def _audited(function: Callable[[T, T], T], *, grad: bool = True) -> list[Violation]:

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 import torch
+from eager_oracle import gradients, inputs, same
 
 from safe_tracectx import use_policy
+from safe_tracectx.auditlog.document_types import Violation
 from safe_tracectx.errors import BrokenTraceError
 from safe_tracectx.hooks import audit, installed
 from safe_tracectx.policy import AUDIT
@@ -23,6 +25,7 @@ from safe_tracectx.traces.saved_updates import updated_after_saving
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import thunder
+    from thunder.extend import get_executor
 
 T = torch.Tensor
 
@@ -105,22 +108,17 @@ AGREEING: dict[str, Callable[[T, T], T]] = {
 
 
 def _inputs() -> tuple[T, T]:
-    generator = torch.Generator().manual_seed(0)
-    return (torch.randn(2, 3, generator=generator, requires_grad=True),
-            torch.randn(2, 3, generator=generator, requires_grad=True))
+    return inputs((2, 3))
 
 
 def _gradients(function: Callable[[T, T], T]) -> list[T | None]:
-    x, y = _inputs()
-    function(x, y).sum().backward()  # type: ignore[no-untyped-call]
-    return [x.grad, y.grad]
+    return gradients(function, (2, 3))
 
 
-def _same(a: list[T | None], b: list[T | None]) -> bool:
-    return all((p is None) == (q is None) and (p is None or q is None or torch.allclose(p, q)) for p, q in zip(a, b))
+_same = same
 
 
-def _reported(function: Callable[[T, T], T], **jit_options: Any) -> list[dict[str, Any]]:
+def _reported(function: Callable[[T, T], T], **jit_options: Any) -> list[Violation]:
     with audit() as log, use_policy(AUDIT):
         _gradients(thunder.jit(function, **jit_options))
     return [v for v in log.to_dict()["violations"]
@@ -154,7 +152,7 @@ def test_strict_stops_the_compile_before_the_wrong_gradients() -> None:
 def test_a_trace_pair_that_saves_nothing_updated_is_silent() -> None:
     jitted = thunder.jit(_add_then_sin)
     x, y = _inputs()
-    jitted(x, y).sum().backward()  # type: ignore[no-untyped-call]
+    jitted(x, y).sum().backward()
     assert updated_after_saving(thunder.last_traces(jitted)[-1], thunder.last_backward_traces(jitted)[-1]) == []
 
 
@@ -164,7 +162,7 @@ class _Gate(torch.nn.Module):
         self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
 
     def forward(self, x: T) -> T:
-        h = self.a(x)
+        h: T = self.a(x)
         h.mul_(self.b(x))  # a gated unit computed in place
         return h
 
@@ -181,10 +179,12 @@ def test_an_update_inside_a_fusion_region_is_followed_statement_by_statement() -
         return [p.grad.clone() if p.grad is not None else None for p in [x, *gate.parameters()]]
 
     eager = gradients(gate)
-    jitted = thunder.jit(gate, executors=[thunder.extend.get_executor("torchcompile")])
+    fusing = get_executor("torchcompile")
+    assert fusing is not None
+    jitted = thunder.jit(gate, executors=[fusing])
     assert not _same(gradients(jitted), eager)  # Thunder 0.2.6 and main
     with audit() as log, use_policy(AUDIT):
-        gradients(thunder.jit(gate, executors=[thunder.extend.get_executor("torchcompile")]))
+        gradients(thunder.jit(gate, executors=[fusing]))
     found = [v for v in log.to_dict()["violations"] if "updates it in place" in v["message"]]
     assert len(found) == 1 and "(TorchCompile" in found[0]["message"] and "'s copy_ updates it in place" in found[0]["message"]
 
