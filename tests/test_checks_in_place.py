@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import torch
@@ -175,8 +175,13 @@ _PROGRAMS: dict[str, tuple[Callable[..., torch.Tensor], Callable[[bool], tuple[t
 }
 
 
-@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
-@pytest.mark.parametrize("program", sorted(_PROGRAMS))
+#: What Thunder differentiates other than eager: sin_'s gradient is read from its saved input after the forward updated
+#: it (handover-mismatch, docs/findings.md 20), below.
+_GRADIENT_DIFFERS: Final = {("y = x * 1; y.sin_()", True)}
+_RUNS_RIGHT: Final = [(p, g) for p in sorted(_PROGRAMS) for g in (False, True) if (p, g) not in _GRADIENT_DIFFERS]
+
+
+@pytest.mark.parametrize(("program", "grad"), _RUNS_RIGHT, ids=[f"{p}-{'grad' if g else 'no grad'}" for p, g in _RUNS_RIGHT])
 def test_in_place_programs_thunder_runs_right_are_silent_under_strict(program: str, grad: bool) -> None:
     fn, make = _PROGRAMS[program]
     jitted = thunder.jit(fn)
@@ -189,6 +194,15 @@ def test_in_place_programs_thunder_runs_right_are_silent_under_strict(program: s
     assert log.violations == []
     if grad:  # the check had a joint trace to read
         assert any("fw_flat_out" in str(t.bound_symbols[-1].args) for t in thunder.last_traces(jitted))
+
+
+def test_sin_in_place_with_grad_is_stopped_where_thunder_differentiates_it_wrong() -> None:
+    x = torch.linspace(-1, 1, 4, requires_grad=True)
+    expected = torch.autograd.grad(_sin_of_copy(x).sum(), x)[0]
+    actual = torch.autograd.grad(thunder.jit(_sin_of_copy)(x).sum(), x)[0]
+    assert not torch.allclose(actual, expected)  # Thunder 0.2.6 and main: cos(sin(x)) where eager gives cos(x)
+    with installed(STRICT), pytest.raises(BrokenTraceError, match=r"then .*\(copy_\) updates it in place"):
+        thunder.jit(_sin_of_copy)(x)
 
 
 @pytest.mark.parametrize("training", [True, False])
