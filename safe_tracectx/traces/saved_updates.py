@@ -50,11 +50,8 @@ def updated_after_saving(fw: Any, bw: Any) -> list[Violation]:
     saved, unpacked = Program(fw).saved_for_backward(), Program(bw).unpacked_saved()
     if not saved or not unpacked or unpacked[0] is None:
         return []
-    read = _values_read(bw)
-    pairs = {a.name: b.name for a, b in zip(saved[0], unpacked[0])
-             if isinstance(a, TensorProxy) and isinstance(b, Proxy) and b.name in read}
-    if not pairs:
-        return []
+    pairs = {a.name: b.name for a, b in zip(saved[0], unpacked[0]) if isinstance(a, TensorProxy) and isinstance(b, Proxy)}
+    read: set[str] | None = None  # what the backward reads, found only once a saved tensor is updated (rarely)
     storage = _Storages()
     defined: set[str] = set()
     found: list[Violation] = []
@@ -63,6 +60,9 @@ def updated_after_saving(fw: Any, bw: Any) -> list[Violation]:
         for name in into:
             root = storage.find(name)
             for given in [n for n in pairs if n in defined and storage.find(n) == root]:
+                read = _values_read(bw) if read is None else read
+                if pairs[given] not in read:
+                    continue
                 found.append(Violation(
                     "handover-mismatch", pairs.pop(given),
                     f"the forward saves {given} for the backward, then {label} updates it in place "
