@@ -66,6 +66,7 @@ TraceCheck = Literal[
     "grad-mode-unrecorded",
     "gradient-dropped",
     "gradient-skips-update",
+    "leaf-updated-in-place",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -153,6 +154,10 @@ FIXES: Final[dict[str, str]] = {
     "of #2499) and keep the mode a program leaves with its cache entry, which a call served from the cache does "
     "not update; in your own code, restore the mode inside the jitted function (`with torch.no_grad():` rather "
     "than torch.set_grad_enabled(False))",
+    "leaf-updated-in-place": "refuse an in-place update of a leaf that requires grad, or of a view of one, with "
+    "grad enabled, as eager PyTorch does (Thunder's fix of #1652 records the grad mode on prims.copy_ and the "
+    "torch executor raises eager's error); in your own code, update such a tensor under `with torch.no_grad():`, "
+    "or update a copy (`x = x.clone()`)",
     "grad-mode-unrecorded": "record each grad-mode change the program makes in the trace: Thunder's mapping of "
     "torch._C._set_grad_enabled must be a symbol that records a set_grad_enabled marker (as Thunder's is since the "
     "no_grad regions were supported), and a pass must keep the markers until the forward/backward split reads them; "

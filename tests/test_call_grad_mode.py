@@ -17,7 +17,7 @@ import torch
 
 from safe_tracectx import LENIENT, STRICT, BrokenTraceError, TraceContextWarning, use_policy
 from safe_tracectx.hooks import audit, installed
-from safe_tracectx.hooks.call_grad_mode import watched
+from safe_tracectx.hooks.call_ends import watched
 from safe_tracectx.policy import AUDIT
 
 with warnings.catch_warnings():

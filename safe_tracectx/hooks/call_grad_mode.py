@@ -12,12 +12,11 @@ makes (its top-level ``set_grad_enabled`` symbols, eager's order of events), and
 only where Thunder's compile data agrees: a change made inside a higher-order function
 (an ``autograd.Function``'s forward, a checkpoint) shows in the one and not in the other,
 and whether eager keeps it depends on the function. A function whose program changes the
-mode is watched at the end of each call made while the hooks are installed, at Thunder's
-last statement of the call (``cs.last_computation = ...``: its ``CompileStats`` object gets a
-subclass with a property there); of a ThunderFX split, a module only when no module after it
+mode is watched at the end of each call made while the hooks are installed
+(:mod:`safe_tracectx.hooks.call_ends`); of a ThunderFX split, a module only when no module after it
 sets the mode and leaves it set. A function that does not change it costs nothing::
 
-    >>> from safe_tracectx.hooks.call_grad_mode import watched
+    >>> from safe_tracectx.hooks.call_ends import watched
     >>> watched()
     0
 """
@@ -25,31 +24,27 @@ sets the mode and leaves it set. A function that does not change it costs nothin
 from __future__ import annotations
 
 import ast
-import copyreg
 import linecache
 import os
-import sys
-import threading
-import weakref
-from types import FrameType
 from typing import Any, Final
 
 import torch
 
-from safe_tracectx._support.callsite import CallSite, find_call_site
-from safe_tracectx.hooks.reporting import internal_error
-from safe_tracectx.policy.actions import act
+from safe_tracectx.errors import TraceContextError
+from safe_tracectx.hooks import call_ends
+from safe_tracectx.hooks.call_ends import Call, user_site
 from safe_tracectx.traces.grad_mode import mode_left
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["unwatch_all", "watch", "watch_all", "watched"]
+__all__ = ["watch"]
 
 #: Thunder's wrapper of a jitted function, the code that leaves PyTorch's grad mode as it is after the call.
 _CULPRIT: Final = ("thunder.jit's call", "thunder.jit.<locals>.fn_")
 
 
 class _Expected:
-    """What one compiled program leaves the grad mode at, and the marker that set it (said in the report)."""
+    """What one compiled program leaves the grad mode at, and the marker that set it (said in the report): checked
+    at the end of each call (:class:`safe_tracectx.hooks.call_ends.EndCheck`)."""
 
     __slots__ = ("mode", "said", "names", "what", "calls", "reported")
 
@@ -59,26 +54,12 @@ class _Expected:
         self.calls = calls
         self.reported = False
 
-
-#: The trace each compiled program's interpretation made (the first of its cache entry's computation traces) ->
-#: what that program leaves (weak: they go with Thunder's cache). Kept across installations.
-_programs: Final[weakref.WeakKeyDictionary[Any, _Expected]] = weakref.WeakKeyDictionary()
-#: The CompileStats of each function with such a program (their class is swapped while installed).
-_stats: Final[weakref.WeakSet[Any]] = weakref.WeakSet()
-#: Each CompileStats class -> its watched subclass.
-_subclasses: Final[dict[type, type]] = {}
-_lock: Final = threading.RLock()
-#: How pickle and copy make an object of a class without calling its __init__ (protocol 2's ``copyreg.__newobj__``).
-_NEW_OBJECT: Final = getattr(copyreg, "__newobj__")
-#: Whether the hooks are installed (set by ``watch_all``/``unwatch_all``): a compile that ends after the hooks were
-#: removed watches nothing.
-_active = False
-
-
-def watched() -> int:
-    """How many jitted functions are watched now."""
-    with _lock:
-        return sum(1 for stats in _stats if type(stats) in _subclasses.values()) if _active else 0
+    def __call__(self, call: Call) -> TraceContextError | None:
+        if torch.is_grad_enabled() == self.mode:
+            return None
+        calls = getattr(call.stats, "calls", None)
+        compiled = None if self.calls is None or calls is None else calls == self.calls
+        return _error(self.what or _describe(call.function), self, compiled)
 
 
 def _marker_text(marker: Any) -> tuple[str, tuple[str, ...]]:
@@ -131,15 +112,7 @@ def watch(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None 
     said, names = _marker_text(marker)
     what = None if thunderfx is None else (
         f"the ThunderFX split module {thunderfx.get('split')} (of FX graph {thunderfx.get('graph')})")
-    with _lock:
-        if not _active:
-            return
-        try:
-            _programs[trace] = _Expected(mode, said, names, what, getattr(stats, "calls", None))
-        except TypeError:  # a trace that takes no weak reference: not watched
-            return
-        _stats.add(stats)
-        _swap(stats)
+    call_ends.watch(trace, stats, _Expected(mode, said, names, what, getattr(stats, "calls", None)))
 
 
 def _reaches_the_caller(split: dict[str, Any]) -> bool:
@@ -152,76 +125,13 @@ def _reaches_the_caller(split: dict[str, Any]) -> bool:
     return not set(modules[modules.index(name) + 1 :]) & set(setters)
 
 
-def _swap(stats: Any) -> None:
-    base = type(stats)
-    if base not in _subclasses.values():
-        stats.__class__ = _watched_class(base)
-
-
-def _watched_class(base: type) -> type:
-    subclass = _subclasses.get(base)
-    if subclass is None:
-
-        def get(self: Any) -> Any:
-            return self.__dict__["last_computation"]
-
-        def set_(self: Any, value: Any) -> None:
-            self.__dict__["last_computation"] = value
-            if _active:  # the cache entry the call ran, and what it compiled (the caller is Thunder's call wrapper)
-                local = sys._getframe(1).f_locals
-                _called(self, local.get("cache_entry"), local.get("fn"))
-
-        def __reduce_ex__(self: Any, protocol: Any) -> Any:
-            return _NEW_OBJECT, (base,), dict(self.__dict__)  # copied and pickled as Thunder's own class
-
-        subclass = _subclasses[base] = type(base.__name__, (base,), {
-            "__module__": base.__module__, "__qualname__": base.__qualname__, "__slots__": (),
-            "last_computation": property(get, set_), "__reduce_ex__": __reduce_ex__,
-        })
-    return subclass
-
-
-def _called(stats: Any, entry: Any, function: Any) -> None:
-    """A call of a watched function ends, having run cache entry ``entry`` of ``function``: PyTorch's grad mode
-    against what the entry's program leaves."""
-    try:
-        traces = getattr(entry, "computation_traces", None)
-        expected = _programs.get(traces[0]) if traces else None
-        if expected is None or expected.reported or torch.is_grad_enabled() == expected.mode:
-            return
-        expected.reported = True  # once per program: a loop of calls says it once
-        calls = getattr(stats, "calls", None)
-        compiled = None if expected.calls is None or calls is None else calls == expected.calls
-        error = _error(expected.what or _describe(function), expected, compiled)
-    except Exception as bug:  # noqa: BLE001 - a bug of ours never stops the user's program
-        internal_error("the grad mode a jitted call leaves", bug)
-        return
-    act(error)
-
-
 def _describe(function: Any) -> str:
     if isinstance(function, torch.nn.Module):
         return f"the module {type(function).__qualname__}"
     return getattr(function, "__qualname__", None) or f"a {type(function).__name__}"
 
 
-def _user_site() -> CallSite | None:
-    """The user's line that made the call: past Thunder, this package and torch (a ThunderFX split module is called
-    by Dynamo's frames and ``nn.Module.__call__``)."""
-    torch_files = (os.path.dirname(torch.__file__) + os.sep, "<eval_with_key>")  # torch's, and FX's generated code
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        site = find_call_site(skip_thunder=True, frame=frame)
-        if site is None or not site.filename.startswith(torch_files):
-            return site
-        while frame is not None and frame.f_code.co_filename != site.filename:
-            frame = frame.f_back
-        while frame is not None and frame.f_code.co_filename.startswith(torch_files):
-            frame = frame.f_back
-    return None
-
-
-def _error(what: str, expected: _Expected, compiled: bool | None) -> Any:
+def _error(what: str, expected: _Expected, compiled: bool | None) -> TraceContextError:
     mode = "enabled" if expected.mode else "disabled"
     now = "disabled" if expected.mode else "enabled"
     call = {
@@ -238,30 +148,6 @@ def _error(what: str, expected: _Expected, compiled: bool | None) -> Any:
         "something else (no autograd graph where one is wanted, or one recorded where the program turned it off)",
         "when the jitted call returns", culprit=_CULPRIT,
     )
-    error = violation.to_error(_user_site())
+    error = violation.to_error(user_site())
     error.names = expected.names
     return error
-
-
-def watch_all() -> None:
-    """The hooks are installed: every function watched before (compiled under an earlier installation) is again."""
-    global _active
-    with _lock:
-        _active = True
-        for stats in list(_stats):
-            _swap(stats)
-        for expected in _programs.values():  # each installation says each program once
-            expected.reported = False
-
-
-def unwatch_all() -> None:
-    """The hooks are removed: every watched function's CompileStats gets its own class back (what each program
-    leaves is kept, weakly, for the next installation)."""
-    global _active
-    with _lock:
-        _active = False
-        for stats in list(_stats):
-            subclass = type(stats)
-            if subclass in _subclasses.values():
-                stats.__dict__.setdefault("last_computation", None)
-                stats.__class__ = subclass.__mro__[1]

@@ -37,7 +37,7 @@ from safe_tracectx.traces.grad_mode import MARKER, across
 from safe_tracectx.traces.unrecorded_grad_mode import Request, unrecorded_changes
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["hook_grad_mode_lookaside", "inference_in", "requests_in", "symbol_in_inference_mode",
+__all__ = ["hook_grad_mode_lookaside", "inference_in", "markers_followed_until", "requests_in", "symbol_in_inference_mode",
            "unhook_grad_mode_lookaside", "unrecorded"]
 
 #: The trace each request was made in -> its requests, in order (weak: they go with the trace).
@@ -282,6 +282,17 @@ def _kept_for(trace: Any) -> bool:
             return trace in _requests or trace in _inference
         except TypeError:  # a trace that takes no weak reference
             return False
+
+
+def markers_followed_until(traces: list[Any]) -> int | None:
+    """The index of the first top-level symbol of the interpretation's computation ``traces`` from which the trace's
+    grad-mode markers may not be eager's (a change asked for and not recorded, or inference mode); None if they
+    can be followed to the end. The renamed traces have the same symbols at the same places."""
+    base = next((t for t in traces if _kept_for(t)), None)
+    if base is None:
+        return None
+    unfollowed = [r.position for r in requests_in(base) if not r.recorded or type(r.enabled) is not bool]
+    return min([*unfollowed, *inference_in(base)], default=None)
 
 
 def unrecorded(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None) -> list[tuple[Violation, Any]]:

@@ -22,7 +22,7 @@ import thunder.core.trace as thunder_trace
 
 from safe_tracectx._support.pass_catalog import PASSES, HookKind, PassSpec
 from safe_tracectx.hooks.bindings import wrap_binding
-from safe_tracectx.hooks.call_grad_mode import unwatch_all, watch_all
+from safe_tracectx.hooks.call_ends import unwatch_all, watch_all
 from safe_tracectx.hooks.grad_mode_requests import hook_grad_mode_lookaside, unhook_grad_mode_lookaside
 from safe_tracectx.hooks.gradients import hook_put_grad, unhook_put_grad, watch_backward_pass, watch_decomposed_rule
 from safe_tracectx.hooks.guard import guarded_reset_tracectx, guarded_set_tracectx

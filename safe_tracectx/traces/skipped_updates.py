@@ -41,7 +41,7 @@ from safe_tracectx.traces.grad_mode import needing_inputs, tensor_outs, written
 from safe_tracectx.traces.gradient_flow import differentiated, floating, gradient_reads, returned
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["skipped_updates"]
+__all__ = ["skipped_updates", "takes_view"]
 
 #: ``prims.update_aliases`` (Thunder >= 0.2.4; before it, functionalization made no aliases to hand on).
 _UPDATE_ALIASES: Final = getattr(PrimIDs, "UPDATE_ALIASES", None)
@@ -157,7 +157,7 @@ class _Walk:
                     _Update(index, outs[0], target, name not in _PARTIAL))
         elif bsym.sym.id == _RETURN:
             self.pending += [(p, p, index, bsym, "returns") for p in returned(self.program) or () if isinstance(p, TensorProxy)]
-        elif _takes_view(bsym):
+        elif takes_view(bsym):
             given = next((p for p in proxy_args(bsym) if isinstance(p, TensorProxy)), None)
             if given is None:
                 return
@@ -284,7 +284,7 @@ def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
                 if isinstance(p, TensorProxy) and q.name in read:
                     read.setdefault(p.name, set()).update(read[q.name])
         elif ({p.name for p in outs} | written(bsym)) & read.keys():
-            partial = _takes_view(bsym) and not _covering(bsym)
+            partial = takes_view(bsym) and not _covering(bsym)
             through = set[_Read]().union(*(read[p.name] for p in outs if p.name in read))
             overwritten = walk.overwritten_part(bsym)
             for name in gradient_reads(bsym):
@@ -298,7 +298,7 @@ def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
     return read
 
 
-def _takes_view(bsym: Any) -> bool:
+def takes_view(bsym: Any) -> bool:
     """A view eager PyTorch also makes: not one that may copy (:data:`_NOT_A_VIEW`), nor advanced indexing."""
     name = getattr(bsym.sym, "name", "")
     return bsym.sym in _view_symbols() and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym)

@@ -52,6 +52,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "grad-mode-unrecorded": BrokenTraceError,
     "gradient-dropped": BrokenTraceError,
     "gradient-skips-update": BrokenTraceError,
+    "leaf-updated-in-place": BrokenTraceError,
 }
 
 
