@@ -67,6 +67,7 @@ TraceCheck = Literal[
     "gradient-dropped",
     "gradient-skips-update",
     "leaf-updated-in-place",
+    "update-dropped",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -158,6 +159,10 @@ FIXES: Final[dict[str, str]] = {
     "grad enabled, as eager PyTorch does (Thunder's fix of #1652 records the grad mode on prims.copy_ and the "
     "torch executor raises eager's error); in your own code, update such a tensor under `with torch.no_grad():`, "
     "or update a copy (`x = x.clone()`)",
+    "update-dropped": "keep every in-place update of a program input: a step that removes symbols (dead-code "
+    "elimination, the forward/backward split's forward) must keep a copy_ into an input, or into a view of one, even "
+    "when nothing reads its result, since its effect is on the caller's tensor; until Thunder is fixed, update the "
+    "input itself (`x.add_(...)`) or use the updated view's result",
     "grad-mode-unrecorded": "record each grad-mode change the program makes in the trace: Thunder's mapping of "
     "torch._C._set_grad_enabled must be a symbol that records a set_grad_enabled marker (as Thunder's is since the "
     "no_grad regions were supported), and a pass must keep the markers until the forward/backward split reads them; "

@@ -61,7 +61,7 @@ def decorated_helper_in_no_grad(x: T, y: T) -> T:
 
 def enable_grad_inside_no_grad(x: T, y: T) -> T:
     with torch.no_grad():
-        with torch.enable_grad():
+        with torch.enable_grad():  # type: ignore[no-untyped-call]
             pass
         x[0].add_(1)
     return y * 2
@@ -145,7 +145,8 @@ def test_reported_exactly_when_eager_refuses_the_update_and_plain_thunder_runs_i
 
 def test_strict_raises_when_the_call_returns_naming_the_leaf_its_view_and_the_step_that_recorded_it() -> None:
     x, y = _inputs()
-    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
+    # Thunder also drops this update before it runs (update-dropped, raised first under STRICT): off here
+    with installed(), use_policy(STRICT.replace(update_dropped="ignore")), pytest.raises(BrokenTraceError) as raised:
         thunder.jit(row_add)(x, y)
     error = raised.value
     assert error.kind == KIND and error.names == ("x",)

@@ -74,7 +74,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "inference", "differentiates", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "grad_enabled", "inference", "differentiates", "updates", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
                  "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
@@ -92,6 +92,9 @@ class Compilation:
         self.backward: Any = None
         #: The trace Thunder's first autodiff pass was given: the program the forward/backward split differentiates.
         self.differentiates: Any = None
+        #: The program's in-place updates of its inputs (``traces.updated_inputs``), by input name, and the names set
+        #: of the interpretation's trace they were read from (its later forms share it): None until it is made.
+        self.updates: tuple[Any, dict[str, Any]] | None = None
         #: The forward and backward Thunder made callables of (about to run), until both are there.
         self.running: dict[str, Any] = {}
         #: The last (forward, backward) compared as about to run.
@@ -167,7 +170,7 @@ class Compilation:
     def release(self) -> None:
         """The compilation ended: the traces its passes read or returned are no longer kept alive."""
         self._kept = None
-        self.differentiates = None
+        self.differentiates = self.updates = None
         self.retagged, self._retagged_proxies = {}, []
         self.call = None
 

@@ -41,6 +41,7 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.checks import Violation, check_forward_backward, generatable
 from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.fingerprint import fingerprint, packed_fingerprint
+from safe_tracectx.traces.updated_inputs import updated_inputs
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
 
@@ -291,6 +292,7 @@ def _found_after(
             call_grad_mode.watch(compilation, outputs, run.thunderfx)
             if interpreted:
                 leaf_updates.watch(compilation, interpreted, (run.label, run.qualname))
+                compilation.updates = (interpreted[-1].names, updated_inputs(interpreted[-1]))
         if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):
             found += [f for t in filter(compilations.checked_kind, outputs) for f in _found_in(run, t, swaps.computed_before(resized, t))]
     found += _pair_violations(run, sides)

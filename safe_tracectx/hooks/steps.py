@@ -48,6 +48,7 @@ from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.checks import Violation, check_forward_backward, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
 from safe_tracectx.traces.torch_values import untranslated_values
+from safe_tracectx.traces.updated_inputs import dropped_updates
 
 __all__ = [
     "check_about_to_run", "check_interpreted", "hook_methods", "hooked_methods", "new_findings", "opaque", "replaced_methods",
@@ -166,7 +167,8 @@ def check_about_to_run(
     errors = []
     for violation in new:
         step = (_handover_culprit(compilation) if violation.kind == "handover-mismatch"
-                else _dropped_culprit(compilation, violation.name) if violation.kind == "gradient-dropped" else None)
+                else _dropped_culprit(compilation, violation.name) if violation.kind == "gradient-dropped"
+                else _update_dropped_by(compilation, violation.name) if violation.kind == "update-dropped" else None)
         errors.append(culprit_error(
             compilation, violation, trace, site, fallback=fallback, known=step,
             context=f"the trace about to run ({describe_trace(trace)}{maker}) has a program where ",
@@ -219,6 +221,7 @@ def _about_to_run(
     found: list[Violation] = []
     if compilations.checked_kind(trace):
         found = compilation.findings(trace, executed=True)[0]
+    found += _program_updates_dropped(compilation, trace)
     if function is None:  # interpreted symbol by symbol: no program calls the symbols by their printed names
         found = [v for v in found if v.kind != "generated-code"]
         return found + _handover_about_to_run(compilation, trace)
@@ -253,6 +256,29 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
     if compilation.differentiates is not None:  # a step after the split may have dropped a gradient
         found += dropped_gradients(compilation.differentiates, fw, bw, grad_enabled=compilation.grad_enabled)
     return found
+
+
+def _program_updates_dropped(compilation: compilations.Compilation, trace: Any) -> list[Violation]:
+    """The program's updates of its inputs that ``trace`` drops, if it is a form of the program's computation (the
+    interpretation's trace, or the forward of the split), not a backward, a prologue or a fusion region's."""
+    if compilation.updates is None or not compilation.updates[1] or not _runs_the_program(compilation, trace):
+        return []
+    return dropped_updates(trace, compilation.updates[1])
+
+
+def _runs_the_program(compilation: compilations.Compilation, trace: Any) -> bool:
+    assert compilation.updates is not None
+    return (compilations.checked_kind(trace) and not compilations.is_backward(trace)
+            and (trace.names is compilation.updates[0] or _side(compilation, trace) == "forward"))
+
+
+def _update_dropped_by(compilation: compilations.Compilation, name: str) -> compilations.Step | None:
+    """The first step whose form of the program drops the update of input ``name`` (violation path only)."""
+    for step in compilation.steps:
+        trace = step.ref()
+        if trace is not None and any(v.name == name for v in _program_updates_dropped(compilation, trace)):
+            return step
+    return None
 
 
 def _side(compilation: compilations.Compilation, trace: TraceCtx) -> str | None:

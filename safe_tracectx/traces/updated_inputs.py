@@ -1,4 +1,4 @@
-"""The inputs a program updates in place with grad enabled: where eager PyTorch's leaf rule applies.
+"""The inputs a program updates in place: where eager PyTorch's leaf rule applies, and whether a step dropped one.
 
 Eager PyTorch refuses an in-place update of a leaf tensor that requires grad, or of a
 view of one, while grad is enabled ("a leaf Variable that requires grad is being used
@@ -6,18 +6,24 @@ in an in-place operation"); under ``torch.no_grad()`` it allows it (an optimizer
 step). Whether an input is such a leaf is known only at the call (a proxy carries
 ``requires_grad``, not ``is_leaf``), so this finds, in the trace the interpretation
 made, each argument that a ``copy_`` writes into, itself or through a view eager also
-makes, with the grad mode there followed from the trace's markers. Reads only::
+makes, with the grad mode there followed from the trace's markers. A later form of the
+program must still write into each such input (:func:`dropped_updates`), or the call
+leaves the caller's tensor as it was (``update-dropped``). Reads only::
 
     >>> import torch, thunder
-    >>> from safe_tracectx.traces.updated_inputs import updated_under_grad
+    >>> from safe_tracectx.traces.updated_inputs import updated_inputs, updated_under_grad
     >>> def step(p, g):
+    ...     p.view(2, 2).mul_(2)  # p, through a view, with grad enabled
     ...     with torch.no_grad():
-    ...         p.sub_(g)  # allowed: grad is disabled here
-    ...     return p.view(2, 2).mul_(2)  # p, through a view, with grad enabled
+    ...         g.sub_(1)  # g, with grad disabled
+    ...     return p
     >>> jitted = thunder.jit(step)
     >>> _ = jitted(torch.ones(4), torch.ones(4))
-    >>> [(u.input, u.written) for u in updated_under_grad(thunder.last_traces(jitted)[0], grad_enabled=True)]
-    [('p', 't2')]
+    >>> program = thunder.last_traces(jitted)[0]
+    >>> [(u.input, u.written) for u in updated_under_grad(program, grad_enabled=True)]
+    [('p', 't0')]
+    >>> sorted(updated_inputs(program))
+    ['g', 'p']
 """
 
 from __future__ import annotations
@@ -26,15 +32,22 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.updated_inputs")
 
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import Any, Final, NamedTuple
 
+from thunder.core.prims import OpTags, PrimIDs
 from thunder.core.proxies import TensorProxy
 
-from safe_tracectx.traces.bound_proxies import proxy_args
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import MARKER, marker_mode, tensor_outs, written
 from safe_tracectx.traces.skipped_updates import takes_view
+from safe_tracectx.traces.violations import Violation
 
-__all__ = ["InputUpdate", "updated_under_grad"]
+__all__ = ["InputUpdate", "dropped_updates", "updated_inputs", "updated_under_grad"]
+
+#: Prims that write into their destination.
+_WRITING: Final = frozenset(filter(None, (PrimIDs.COPY_, getattr(PrimIDs, "COPY_WITH_SETITEM", None))))
+_IN_PLACE: Final = getattr(OpTags, "IN_PLACE", None)
 
 
 class InputUpdate(NamedTuple):
@@ -58,16 +71,27 @@ def updated_under_grad(trace: Any, *, grad_enabled: bool, until: int | None = No
     mode, so a marker is taken for eager's only while the program is in the start mode (``no_grad``'s exit
     restores what its entry read, which inside a nested region is not eager's): nothing after a marker made in
     another mode is judged."""
+    return _updates(trace, grad_enabled=grad_enabled, until=until, every_mode=False)
+
+
+def updated_inputs(trace: Any) -> dict[str, InputUpdate]:
+    """Each argument of ``trace`` it updates in place, itself or through a view, in any grad mode: its first update."""
+    return {u.input: u for u in _updates(trace, grad_enabled=True, until=None, every_mode=True)}
+
+
+def _updates(trace: Any, *, grad_enabled: bool, until: int | None, every_mode: bool) -> list[InputUpdate]:
     roots = {p.name: p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy)}
     enabled: bool | None = grad_enabled
     found: dict[str, InputUpdate] = {}
     for index, bsym in enumerate(trace.bound_symbols[:until]):
         if getattr(bsym.sym, "id", None) == MARKER:
+            if every_mode:
+                continue
             if enabled != grad_enabled or (enabled := marker_mode(bsym)) is None:
                 break
             continue
         targets = [roots[name] for name in written(bsym) if name in roots]
-        if enabled:
+        if enabled or every_mode:
             for name in sorted(written(bsym)):
                 if name in roots and roots[name] not in found:
                     found[roots[name]] = InputUpdate(roots[name], name, index, bsym)
@@ -81,3 +105,63 @@ def updated_under_grad(trace: Any, *, grad_enabled: bool, until: int | None = No
         for out in tensor_outs(bsym):
             roots.setdefault(out.name, root)
     return list(found.values())
+
+
+def dropped_updates(trace: Any, updates: Mapping[str, InputUpdate]) -> list[Violation]:
+    """Each of ``updates`` (the program's updates of its inputs, from the trace the interpretation made) of an
+    argument of ``trace`` into which ``trace`` writes nothing: no in-place symbol writes into the argument or into
+    anything computed from it (what may share its storage, taken wide), so the call leaves the caller's tensor as
+    it was where eager PyTorch updates it."""
+    names = {p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy)}
+    judged = {name: u for name, u in updates.items() if name in names and _has_elements(u.bsym, u.written)}
+    if not judged:
+        return []
+    written_into = _written_inputs(trace, set(judged))
+    return [
+        Violation(
+            "update-dropped", name,
+            f"the program updates its input {name}{'' if u.written == name else f' through its view {u.written}'} "
+            f"in place (bound symbol {u.at} ({u.bsym.sym.name}) of the trace the interpretation made), but no "
+            f"symbol of this trace writes into {name} or into anything computed from it: the update is dropped, and "
+            f"the call leaves {name} as it was where eager PyTorch updates it",
+            f"input {name}",
+        )
+        for name, u in judged.items() if name not in written_into
+    ]
+
+
+def _written_inputs(trace: Any, inputs: set[str]) -> set[str]:
+    """Which of ``inputs`` (argument names) ``trace`` may write into: an in-place symbol (at any depth) writes into
+    one of them or into a tensor computed from it (each output of a symbol counts as computed from all it reads)."""
+    family: dict[str, set[str]] = {name: {name} for name in inputs}
+    written: set[str] = set()
+    for bsym in trace.bound_symbols:
+        read = {root for p in proxy_args(bsym) for root in family.get(p.name, ())}
+        if not read:
+            continue
+        if _writes(bsym):
+            written |= read
+        for out in proxy_outs(bsym):
+            family.setdefault(out.name, set()).update(read)
+    return written
+
+
+def _writes(bsym: Any) -> bool:
+    """Whether ``bsym`` or a symbol inside it writes into a tensor in place (``copy_``, ``copy_with_setitem``, a
+    symbol tagged in-place, or one named like torch's in-place methods)."""
+    sym = bsym.sym
+    name = getattr(sym, "name", "") or ""
+    if getattr(sym, "id", None) in _WRITING or _IN_PLACE in (getattr(sym, "tags", None) or ()):
+        return True
+    if name.endswith("_") and not name.startswith(("unpack", "_")):
+        return True
+    return any(_writes(s) for s in getattr(bsym, "subsymbols", ()) or ())
+
+
+def _has_elements(bsym: Any, name: str) -> bool:
+    """Whether the tensor ``name`` written by ``bsym`` may hold an element (an update of nothing changes nothing)."""
+    for p in proxy_args(bsym):
+        if p.name == name:
+            shape = getattr(p, "shape", None)
+            return not (isinstance(shape, tuple | list) and any(d == 0 for d in shape))
+    return True

@@ -53,6 +53,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "gradient-dropped": BrokenTraceError,
     "gradient-skips-update": BrokenTraceError,
     "leaf-updated-in-place": BrokenTraceError,
+    "update-dropped": BrokenTraceError,
 }
 
 
