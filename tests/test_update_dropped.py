@@ -138,3 +138,16 @@ def test_read_directly_from_thunders_traces_the_first_is_the_program_the_last_dr
         assert list(updates) == ["x"]
         assert [v.name for v in dropped_updates(traces[-1], updates)] == expected
         assert dropped_updates(traces[0], updates) == []  # the program itself writes into x
+
+
+def test_one_tensor_passed_twice_is_written_through_either_name_not_reported() -> None:
+    def f(a: T, b: T) -> tuple[T, T]:
+        return a.exp_() + b.tanh_(), a  # Thunder's alias step writes through a only (test_update_aliases, #738)
+
+    eager = torch.randn(2, 2)
+    audited = eager.clone()
+    f(eager, eager)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(f)(audited, audited)
+    assert torch.allclose(audited, eager)
+    assert _ours(log) == []

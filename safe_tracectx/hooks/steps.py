@@ -263,7 +263,7 @@ def _program_updates_dropped(compilation: compilations.Compilation, trace: Any) 
     interpretation's trace, or the forward of the split), not a backward, a prologue or a fusion region's."""
     if compilation.updates is None or not compilation.updates[1] or not _runs_the_program(compilation, trace):
         return []
-    return dropped_updates(trace, compilation.updates[1])
+    return dropped_updates(trace, compilation.updates[1], compilation.storages())
 
 
 def _runs_the_program(compilation: compilations.Compilation, trace: Any) -> bool:

@@ -39,6 +39,7 @@ from thunder.core.prims import OpTags, PrimIDs
 from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.grad_mode import MARKER, marker_mode, tensor_outs, written
 from safe_tracectx.traces.skipped_updates import takes_view
 from safe_tracectx.traces.violations import Violation
@@ -107,16 +108,23 @@ def _updates(trace: Any, *, grad_enabled: bool, until: int | None, every_mode: b
     return list(found.values())
 
 
-def dropped_updates(trace: Any, updates: Mapping[str, InputUpdate]) -> list[Violation]:
+def dropped_updates(
+    trace: Any, updates: Mapping[str, InputUpdate], storages: Mapping[str, Region | None] | None = None
+) -> list[Violation]:
     """Each of ``updates`` (the program's updates of its inputs, from the trace the interpretation made) of an
-    argument of ``trace`` into which ``trace`` writes nothing: no in-place symbol writes into the argument or into
-    anything computed from it (what may share its storage, taken wide), so the call leaves the caller's tensor as
-    it was where eager PyTorch updates it."""
+    argument of ``trace`` into which ``trace`` writes nothing: no in-place symbol writes into the argument, into
+    anything computed from it (what may share its storage, taken wide), or into another argument that shares its
+    storage at the call (``storages``: by input name, ``hooks.compilation.Compilation.storages``; Thunder's alias
+    step may write through one of them only), so the call leaves the caller's tensor as it was where eager PyTorch
+    updates it."""
     names = {p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy)}
     judged = {name: u for name, u in updates.items() if name in names and _has_elements(u.bsym, u.written)}
     if not judged:
         return []
-    written_into = _written_inputs(trace, set(judged))
+    written_into = _written_inputs(trace, names)
+    stored = {name: key.storage for name, key in (storages or {}).items() if isinstance(key, Region)}
+    shared = {stored[name] for name in written_into if name in stored}
+    written_into |= {name for name in judged if stored.get(name) in shared}
     return [
         Violation(
             "update-dropped", name,
