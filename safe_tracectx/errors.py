@@ -68,6 +68,7 @@ TraceCheck = Literal[
     "gradient-skips-update",
     "leaf-updated-in-place",
     "update-dropped",
+    "gained-requires-grad",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -163,6 +164,9 @@ FIXES: Final[dict[str, str]] = {
     "elimination, the forward/backward split's forward) must keep a copy_ into an input, or into a view of one, even "
     "when nothing reads its result, since its effect is on the caller's tensor; until Thunder is fixed, update the "
     "input itself (`x.add_(...)`) or use the updated view's result",
+    "gained-requires-grad": "give each output the gradient history eager PyTorch gives it: mark the outputs Dynamo's "
+    "example values give no grad_fn non-differentiable (ctx.mark_non_differentiable in ThunderFunction.forward, "
+    "Thunder's fix of #2348); in your own code, detach the value before returning or storing it",
     "grad-mode-unrecorded": "record each grad-mode change the program makes in the trace: Thunder's mapping of "
     "torch._C._set_grad_enabled must be a symbol that records a set_grad_enabled marker (as Thunder's is since the "
     "no_grad regions were supported), and a pass must keep the markers until the forward/backward split reads them; "

@@ -30,7 +30,7 @@ from safe_tracectx._support.callsite import CallSite, find_call_site
 from safe_tracectx.errors import TraceContextError
 from safe_tracectx.hooks.reporting import internal_error, report_all
 
-__all__ = ["Call", "EndCheck", "unwatch_all", "user_site", "watch", "watch_all", "watched"]
+__all__ = ["Call", "EndCheck", "compiling", "unwatch_all", "user_site", "watch", "watch_all", "watched"]
 
 
 class Call(NamedTuple):
@@ -44,6 +44,8 @@ class Call(NamedTuple):
     function: Any
     #: The inputs the program ran with, in the order of its computation trace's arguments (the prologue's result).
     inputs: tuple[Any, ...]
+    #: What the call returns.
+    result: Any
 
 
 class EndCheck(Protocol):
@@ -74,6 +76,15 @@ def watched() -> int:
     """How many jitted functions are watched now."""
     with _lock:
         return sum(1 for stats in _stats if type(stats) in _subclasses.values()) if _active else 0
+
+
+def compiling() -> tuple[Any, Any]:
+    """(the compile data, the ``CompileStats``) of the jitted function being compiled now, or (None, None)."""
+    from thunder.core import compile_data
+
+    variable = getattr(compile_data, "_compile_data", None)
+    found = variable.get() if variable is not None else None
+    return found if isinstance(found, tuple) and len(found) == 2 else (None, None)
 
 
 def watch(program: Any, stats: Any, check: EndCheck) -> bool:
@@ -148,7 +159,8 @@ def _ended(stats: Any, local: dict[str, Any]) -> None:
         if not checks:
             return
         inputs = local.get("inps")
-        call = Call(stats, entry, local.get("fn"), tuple(inputs) if isinstance(inputs, tuple | list) else ())
+        call = Call(stats, entry, local.get("fn"), tuple(inputs) if isinstance(inputs, tuple | list) else (),
+                    local.get("result"))
         for check in checks:
             if check.reported:
                 continue

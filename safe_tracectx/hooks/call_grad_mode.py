@@ -102,10 +102,7 @@ def watch(compilation: Any, traces: list[Any], thunderfx: dict[str, Any] | None 
         return
     if thunderfx is not None and not _reaches_the_caller(thunderfx):
         return
-    from thunder.core import compile_data
-
-    variable = getattr(compile_data, "_compile_data", None)  # (cd, cs) of the compile running
-    data, stats = variable.get() if variable is not None else (None, None)
+    data, stats = call_ends.compiling()
     followed = getattr(data, "is_grad_enabled", None)
     if type(followed) is not bool or followed != mode or not hasattr(stats, "last_computation"):
         return  # Thunder's compile data does not agree with the markers: a change inside a higher-order function

@@ -84,8 +84,4 @@ def watch(compilation: Any, interpreted: list[Any], culprit: tuple[str, str]) ->
                if u.input in places}
     if not updates:
         return
-    from thunder.core import compile_data
-
-    variable = getattr(compile_data, "_compile_data", None)  # (cd, cs) of the compile running
-    _, stats = variable.get() if variable is not None else (None, None)
-    call_ends.watch(program, stats, _LeafUpdates(updates, culprit))
+    call_ends.watch(program, call_ends.compiling()[1], _LeafUpdates(updates, culprit))

@@ -32,7 +32,7 @@ from safe_tracectx._support.callsite import CallSite, find_call_site, user_defin
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import PASSES, Precondition
 from safe_tracectx.hooks import compilation as compilations
-from safe_tracectx.hooks import call_grad_mode, faults, fx_splits, grad_mode_requests, leaf_updates, trace_states
+from safe_tracectx.hooks import call_grad_mode, faults, fx_outputs, fx_splits, grad_mode_requests, leaf_updates, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.preconditions import check_preconditions
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
@@ -292,6 +292,7 @@ def _found_after(
             call_grad_mode.watch(compilation, outputs, run.thunderfx)
             if interpreted:
                 leaf_updates.watch(compilation, interpreted, (run.label, run.qualname))
+                fx_outputs.watch(interpreted[-1], run.thunderfx)
                 compilation.updates = (interpreted[-1].names, updated_inputs(interpreted[-1]))
         if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):
             found += [f for t in filter(compilations.checked_kind, outputs) for f in _found_in(run, t, swaps.computed_before(resized, t))]
