@@ -160,10 +160,11 @@ FIXES: Final[dict[str, str]] = {
     "grad enabled, as eager PyTorch does (Thunder's fix of #1652 records the grad mode on prims.copy_ and the "
     "torch executor raises eager's error); in your own code, update such a tensor under `with torch.no_grad():`, "
     "or update a copy (`x = x.clone()`)",
-    "update-dropped": "keep every in-place update of a program input: a step that removes symbols (dead-code "
-    "elimination, the forward/backward split's forward) must keep a copy_ into an input, or into a view of one, even "
-    "when nothing reads its result, since its effect is on the caller's tensor; until Thunder is fixed, update the "
-    "input itself (`x.add_(...)`) or use the updated view's result",
+    "update-dropped": "keep every in-place update of a program input in the forward: a step that removes or moves "
+    "symbols (dead-code elimination, the forward/backward split, which builds the forward from what the outputs and "
+    "the backward need) must keep a copy_ into an input, or into a view of one, in the forward even when nothing "
+    "reads its result, since its effect is on the caller's tensor; until Thunder is fixed, update the input itself "
+    "(`x.add_(...)`), or read the updated view's result in what the function returns",
     "gained-requires-grad": "give each output the gradient history eager PyTorch gives it: mark the outputs Dynamo's "
     "example values give no grad_fn non-differentiable (ctx.mark_non_differentiable in ThunderFunction.forward, "
     "Thunder's fix of #2348); in your own code, detach the value before returning or storing it",

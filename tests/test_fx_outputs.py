@@ -51,7 +51,8 @@ class StoresABuffer(torch.nn.Module):
 
     def forward(self, x: T) -> T:
         self.buf = torch.ones(1, 2)
-        return self.fc(x) + self.buf
+        out: T = self.fc(x) + self.buf
+        return out
 
 
 def _flags(value: Any) -> list[bool]:
@@ -84,7 +85,7 @@ def mixed(x: T) -> tuple[T, T]:
 def _split_module() -> torch.fx.GraphModule:
     """A GraphModule a ThunderFX ``thunder_N`` module compiles for ``mixed``, with an output eager gives no
     gradient history (``x.detach() + 1``)."""
-    compiled = thunderfx(mixed)
+    compiled: Any = thunderfx(mixed)
     compiled(torch.randn(2, requires_grad=True))
     modules = [m._model for info in compiled._backend.subgraph_infos
                for name, m in info.split_graph_module.named_children() if name.startswith("thunder_")]

@@ -99,10 +99,32 @@ def reads_only(x: T, y: T) -> T:
     return x[0] * y
 
 
+def list_index_copies(x: T, y: T) -> T:
+    x[[0, 1]].add_(1)  # advanced indexing: a copy, not a view
+    return y * 2
+
+
+def to_with_copy(x: T, y: T) -> T:
+    x.to(torch.float32, copy=True).add_(1)
+    return y * 2
+
+
+def view_as_another_dtype(x: T, y: T) -> T:
+    x.view(torch.int32).add_(1)  # no gradient flows through it: eager allows the update
+    return y * 2
+
+
+def multiplied_by_one(x: T, y: T) -> T:
+    with torch.no_grad():
+        x[0].mul_(1)
+    return y * 2
+
+
 #: Programs eager refuses that plain Thunder (0.2.6, main) runs, and programs both run.
 REFUSED = [row_add, diagonal_mul, whole_view_mul]
 ALLOWED = [under_no_grad, detached_update, updates_y, reads_only, decorated_helper_in_no_grad,
-           enable_grad_inside_no_grad, in_inference_mode, set_grad_disabled]
+           enable_grad_inside_no_grad, in_inference_mode, set_grad_disabled, list_index_copies, to_with_copy,
+           view_as_another_dtype, multiplied_by_one]
 
 
 def _stats(jitted: Any) -> Any:
@@ -177,6 +199,14 @@ def test_an_input_that_is_not_a_leaf_is_not_reported_and_a_later_call_with_a_lea
         second = _ours(log)
     assert thunder.cache_misses(jitted) == 1
     assert first == [] and len(second) == 1
+
+
+def test_an_input_that_is_a_view_of_a_leaf_that_requires_grad_is_reported() -> None:
+    leaf = torch.ones(3, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="view of a leaf Variable"):
+        row_add(leaf[1:], torch.ones(2, 2))  # eager refuses it
+    found = _audited(thunder.jit(row_add), torch.ones(3, 2, requires_grad=True)[1:], torch.ones(2, 2))
+    assert len(found) == 1 and found[0]["names"] == ["x"]
 
 
 def test_once_per_program_and_installation() -> None:

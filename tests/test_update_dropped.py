@@ -1,9 +1,11 @@
-"""update-dropped: a step drops the program's in-place update of an input, so the call leaves the caller's tensor as it was.
+"""update-dropped: the program's in-place update of an input is not in the forward, so the call returns with it as it was.
 
 Eager PyTorch is the oracle: each program runs eagerly and under plain Thunder on equal inputs, and it is
-reported exactly when Thunder leaves an input other than eager does. On Thunder 0.2.6 and main an update
-of a view of an input whose result nothing reads (``with torch.no_grad(): x[0].add_(1)``, ``y[0].add_(1)``
-of an input that does not require grad) is dropped when the program computes something that requires grad.
+reported exactly when Thunder's call returns with an input other than eager's. On Thunder 0.2.6 and main
+an update of a view of an input whose result nothing reads (``with torch.no_grad(): x[0].add_(1)``,
+``x[0].add_(1)`` of an input that does not require grad) is moved by the forward/backward split into the
+backward, when the program computes something that requires grad: the input is updated only if a
+backward runs (never for an inference call, or a cache filled for later calls).
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def test_reported_exactly_when_thunder_leaves_an_input_other_than_eager(
     assert bool(found) == differs == ((function, x_grad, y_grad) in DROPPED)
     if found:
         assert found[0]["names"] == ["x"]
-        assert "the update is dropped" in found[0]["message"]
+        assert "so the call returns with x as it was, where eager PyTorch has updated it" in found[0]["message"]
+        assert "the backward writes it instead" in found[0]["message"]
 
 
 def test_strict_raises_before_the_program_runs_naming_the_input_and_the_step_that_dropped_it() -> None:
@@ -122,11 +125,20 @@ def test_strict_raises_before_the_program_runs_naming_the_input_and_the_step_tha
         thunder.jit(row_update_under_no_grad)(x, y)
     error = raised.value
     assert error.kind == KIND and error.names == ("x",)
-    assert "through its view" in str(error) and "leaves x as it was where eager PyTorch updates it" in str(error)
+    assert "through its view" in str(error) and "returns with x as it was" in str(error)
     assert "keep every in-place update of a program input" in str(error)
     assert error.culprit is not None and "split" in error.culprit[1]
     assert torch.equal(x.detach(), torch.ones(2, 2))  # reported before the program ran
     assert torch.is_grad_enabled()
+
+
+def test_the_backward_performs_the_update_so_after_it_the_input_is_eagers() -> None:
+    eager, plain = _inputs(True, True), _inputs(True, True)
+    row_update_under_no_grad(*eager).sum().backward()  # type: ignore[no-untyped-call]
+    out = thunder.jit(row_update_under_no_grad)(*plain)
+    assert not torch.equal(plain[0].detach(), eager[0].detach())  # after the call: not updated
+    out.sum().backward()
+    assert torch.equal(plain[0].detach(), eager[0].detach())  # after the backward: updated
 
 
 def test_read_directly_from_thunders_traces_the_first_is_the_program_the_last_drops_or_keeps() -> None:
@@ -136,7 +148,11 @@ def test_read_directly_from_thunders_traces_the_first_is_the_program_the_last_dr
         traces = thunder.last_traces(jitted)
         updates = updated_inputs(traces[0])
         assert list(updates) == ["x"]
-        assert [v.name for v in dropped_updates(traces[-1], updates)] == expected
+        found = dropped_updates(traces[-1], updates)
+        assert [v.name for v in found] == expected
+        assert all("nor does the backward: the update is lost" in v.message for v in found)  # no backward given
+        backward = thunder.last_backward_traces(jitted)[-1]
+        assert all("the backward writes it instead" in v.message for v in dropped_updates(traces[-1], updates, backward=backward))
         assert dropped_updates(traces[0], updates) == []  # the program itself writes into x
 
 

@@ -5,8 +5,8 @@ operation" for ``x.mul_(2)`` (or ``x[0] = 1``, or an update through ``x.view``) 
 leaf ``x`` that requires grad, with grad enabled. Before Thunder's fix of #1652
 (682e0d13) a jitted function did it silently: it wrote into the caller's leaf and
 differentiated the update as if ``x`` were an intermediate. Thunder 0.2.6 and main still
-run ``x[0].add_(1)`` or ``x.diagonal().mul_(2)`` whose result is not used again, dropping
-the update, where eager raises. Whether an input is such a
+run ``x[0].add_(1)`` or ``x.diagonal().mul_(2)`` whose result is not used again (moving
+the update into the backward), where eager raises. Whether an input is such a
 leaf is known only at the call, and a Thunder that enforces the rule raises while the
 program runs, so the check is made when the call has run
 (:mod:`safe_tracectx.hooks.call_ends`), for a program that updates an input with grad
@@ -57,8 +57,8 @@ class _LeafUpdates:
             f"the jitted program updates its input {first.input}{through} in place with grad enabled, at "
             f"{bsym_label(first.at, first.bsym)}, and {first.input} is a leaf tensor that requires grad, which "
             "eager PyTorch refuses (\"a leaf Variable that requires grad is being used in an in-place operation\"): "
-            "the call returned where eager raises, with the update written into the caller's leaf or silently dropped "
-            f"(Thunder 0.2.6 drops one whose result is not used again), and a gradient through it computed as if "
+            "the call returned where eager raises, with the update written into the caller's leaf or moved into the "
+            f"backward (Thunder 0.2.6 moves one whose result is not used again), and a gradient through it computed as if "
             f"{first.input} were an intermediate{others}",
             "when the jitted call returns", culprit=self.culprit,
         )
@@ -68,7 +68,11 @@ class _LeafUpdates:
 
 
 def _grad_leaf(value: Any) -> bool:
-    return bool(getattr(value, "is_leaf", False) and getattr(value, "requires_grad", False))
+    """A leaf that requires grad, or a view of one (eager refuses an update of either with grad enabled)."""
+    if not getattr(value, "requires_grad", False):
+        return False
+    base = getattr(value, "_base", None)
+    return bool(getattr(value, "is_leaf", False) or (base is not None and base.is_leaf and base.requires_grad))
 
 
 def watch(compilation: Any, interpreted: list[Any], culprit: tuple[str, str]) -> None:

@@ -221,7 +221,7 @@ def _about_to_run(
     found: list[Violation] = []
     if compilations.checked_kind(trace):
         found = compilation.findings(trace, executed=True)[0]
-    found += _program_updates_dropped(compilation, trace)
+    found += _program_updates_dropped(compilation, trace, backward=compilation.backward)
     if function is None:  # interpreted symbol by symbol: no program calls the symbols by their printed names
         found = [v for v in found if v.kind != "generated-code"]
         return found + _handover_about_to_run(compilation, trace)
@@ -258,12 +258,15 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
     return found
 
 
-def _program_updates_dropped(compilation: compilations.Compilation, trace: Any) -> list[Violation]:
+def _program_updates_dropped(
+    compilation: compilations.Compilation, trace: Any, backward: Any = None
+) -> list[Violation]:
     """The program's updates of its inputs that ``trace`` drops, if it is a form of the program's computation (the
-    interpretation's trace, or the forward of the split), not a backward, a prologue or a fusion region's."""
+    interpretation's trace, or the forward of the split), not a backward, a prologue or a fusion region's; with its
+    ``backward``, those neither writes (the split may move an update into the backward)."""
     if compilation.updates is None or not compilation.updates[1] or not _runs_the_program(compilation, trace):
         return []
-    return dropped_updates(trace, compilation.updates[1], compilation.storages())
+    return dropped_updates(trace, compilation.updates[1], compilation.storages(), backward=backward)
 
 
 def _runs_the_program(compilation: compilations.Compilation, trace: Any) -> bool:

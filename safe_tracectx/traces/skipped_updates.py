@@ -33,6 +33,8 @@ import functools
 import math
 from typing import Any, Final, NamedTuple
 
+import torch
+from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 
@@ -41,7 +43,7 @@ from safe_tracectx.traces.grad_mode import needing_inputs, tensor_outs, written
 from safe_tracectx.traces.gradient_flow import differentiated, floating, gradient_reads, returned
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["skipped_updates", "takes_view"]
+__all__ = ["changes_nothing", "skipped_updates", "takes_view"]
 
 #: ``prims.update_aliases`` (Thunder >= 0.2.4; before it, functionalization made no aliases to hand on).
 _UPDATE_ALIASES: Final = getattr(PrimIDs, "UPDATE_ALIASES", None)
@@ -58,7 +60,7 @@ _BY_ONE: Final = frozenset({"mul_", "div_", "true_divide_", "pow_"})
 #: Aliases Thunder groups that are not eager's views of one storage for autograd: what may copy (``reshape``,
 #: ``contiguous``, ``to``; which it does is known only when it runs) and ``detach`` (autograd does not follow an
 #: update through it). Their outputs are judged as a storage of their own.
-_NOT_A_VIEW: Final = frozenset({"detach", "contiguous", "flatten", "reshape", "reshape_as", "to"})
+_NOT_A_VIEW: Final = frozenset({"detach", "contiguous", "flatten", "reshape", "reshape_as", "to", "unfold"})
 #: Views that hold every element of what they view (a permutation of them, or repeats: ``expand``); any other view
 #: (a slice, ``select``, ``diagonal``, ``as_strided``) holds a part of it.
 _COVERING: Final = frozenset({"view", "view_as", "t", "transpose", "permute", "unsqueeze", "squeeze", "swapaxes",
@@ -223,7 +225,7 @@ class _Walk:
         """(what ``writer`` reads besides its target needs grad, its derivative in its target is the identity)."""
         target = sorted(written(writer))
         name, args = getattr(writer.sym, "name", ""), writer.args
-        if name in _BY_ONE and len(args) == 2 and type(args[1]) in (int, float) and args[1] == 1:
+        if changes_nothing(writer):
             return False, True  # the identity
         given = [p.name for p in proxy_args(writer)]
         others = (gradient_reads(writer) & set(given)) - set(target)
@@ -298,10 +300,21 @@ def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
     return read
 
 
+def changes_nothing(bsym: Any) -> bool:
+    """An in-place update by a number that leaves every value as it was: ``mul_``/``div_``/``pow_`` by 1,
+    ``add_``/``sub_`` of 0."""
+    name, args = getattr(bsym.sym, "name", ""), bsym.args
+    if len(args) != 2 or type(args[1]) not in (int, float):
+        return False
+    return (name in _BY_ONE and args[1] == 1) or (name in ("add_", "sub_") and args[1] == 0)
+
+
 def takes_view(bsym: Any) -> bool:
-    """A view eager PyTorch also makes: not one that may copy (:data:`_NOT_A_VIEW`), nor advanced indexing."""
+    """A view eager PyTorch also makes: not one that may copy (:data:`_NOT_A_VIEW`), nor advanced indexing, nor a
+    reinterpretation as another dtype (``x.view(torch.int32)``: no gradient flows through it)."""
     name = getattr(bsym.sym, "name", "")
-    return bsym.sym in _view_symbols() and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym)
+    return (bsym.sym in _view_symbols() and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym)
+            and not (name == "view" and any(isinstance(a, dtypes.dtype | torch.dtype) for a in bsym.args[1:])))
 
 
 @functools.cache
@@ -325,15 +338,21 @@ def _covering(bsym: Any) -> bool:
 
 
 def _same_tensor(bsym: Any) -> bool:
-    """A ``to`` that changes neither dtype nor device: eager returns the tensor itself."""
+    """A ``to`` that changes neither dtype nor device, asks for no copy and no memory format: eager returns the
+    tensor itself."""
     given, outs = proxy_args(bsym)[:1], tensor_outs(bsym)
     return (getattr(bsym.sym, "name", "") == "to" and len(given) == 1 and len(outs) == 1
+            and bsym.kwargs.get("copy") is not True and bsym.kwargs.get("memory_format") in (None, torch.preserve_format)
             and (given[0].dtype, given[0].device) == (outs[0].dtype, outs[0].device))
 
 
 def _indexed(bsym: Any) -> bool:
-    """A ``getitem`` with a tensor among its indices: eager copies (advanced indexing), it makes no view."""
-    return getattr(bsym.sym, "name", "") == "getitem" and any(
+    """A ``getitem`` with advanced indexing (a tensor, a list, a bool or a nested tuple among its indices): eager
+    copies, it makes no view."""
+    if getattr(bsym.sym, "name", "") != "getitem" or len(bsym.args) < 2:
+        return False
+    key = bsym.args[1] if isinstance(bsym.args[1], tuple) else (bsym.args[1],)
+    return any(isinstance(k, TensorProxy | list | tuple | bool) for k in key) or any(
         isinstance(p, TensorProxy) for p in proxy_args(bsym)[1:])
 
 

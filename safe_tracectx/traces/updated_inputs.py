@@ -41,7 +41,7 @@ from thunder.core.proxies import TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.grad_mode import MARKER, marker_mode, tensor_outs, written
-from safe_tracectx.traces.skipped_updates import takes_view
+from safe_tracectx.traces.skipped_updates import changes_nothing, takes_view
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["InputUpdate", "dropped_updates", "updated_inputs", "updated_under_grad"]
@@ -92,15 +92,15 @@ def _updates(trace: Any, *, grad_enabled: bool, until: int | None, every_mode: b
                 break
             continue
         targets = [roots[name] for name in written(bsym) if name in roots]
-        if enabled or every_mode:
+        if (enabled or every_mode) and not changes_nothing(bsym):
             for name in sorted(written(bsym)):
                 if name in roots and roots[name] not in found:
                     found[roots[name]] = InputUpdate(roots[name], name, index, bsym)
         given = proxy_args(bsym)
         if len(set(targets)) == 1:  # an in-place op's result is its target
             root = targets[0]
-        elif takes_view(bsym) and given and given[0].name in roots:
-            root = roots[given[0].name]
+        elif takes_view(bsym) and given and given[0].name in roots and (every_mode or len(tensor_outs(bsym)) == 1):
+            root = roots[given[0].name]  # (eager refuses an update of one of split's views with its own error)
         else:
             continue
         for out in tensor_outs(bsym):
@@ -109,39 +109,52 @@ def _updates(trace: Any, *, grad_enabled: bool, until: int | None, every_mode: b
 
 
 def dropped_updates(
-    trace: Any, updates: Mapping[str, InputUpdate], storages: Mapping[str, Region | None] | None = None
+    trace: Any,
+    updates: Mapping[str, InputUpdate],
+    storages: Mapping[str, Region | None] | None = None,
+    *,
+    backward: Any = None,
 ) -> list[Violation]:
     """Each of ``updates`` (the program's updates of its inputs, from the trace the interpretation made) of an
     argument of ``trace`` into which ``trace`` writes nothing: no in-place symbol writes into the argument, into
     anything computed from it (what may share its storage, taken wide), or into another argument that shares its
     storage at the call (``storages``: by input name, ``hooks.compilation.Compilation.storages``; Thunder's alias
-    step may write through one of them only), so the call leaves the caller's tensor as it was where eager PyTorch
-    updates it."""
+    step may write through one of them only); so the call returns with the caller's tensor as it was, where eager
+    PyTorch has updated it. ``backward``: the split's backward of ``trace``, which may perform the update instead
+    (only when a backward runs); the message says whether it does."""
     names = {p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy)}
     judged = {name: u for name, u in updates.items() if name in names and _has_elements(u.bsym, u.written)}
     if not judged:
         return []
-    written_into = _written_inputs(trace, names)
+    written_into, family = _written_inputs(trace, {name: {name} for name in names})
     stored = {name: key.storage for name, key in (storages or {}).items() if isinstance(key, Region)}
     shared = {stored[name] for name in written_into if name in stored}
     written_into |= {name for name in judged if stored.get(name) in shared}
+    later: set[str] = set()
+    if backward is not None and not set(judged) <= written_into:
+        later = _written_inputs(backward, family)[0]  # what it is handed keeps its forward name
     return [
         Violation(
             "update-dropped", name,
-            f"the program updates its input {name}{'' if u.written == name else f' through its view {u.written}'} "
-            f"in place (bound symbol {u.at} ({u.bsym.sym.name}) of the trace the interpretation made), but no "
-            f"symbol of this trace writes into {name} or into anything computed from it: the update is dropped, and "
-            f"the call leaves {name} as it was where eager PyTorch updates it",
+            f"the program's in-place update of its input {name}"
+            f"{'' if u.written == name else f' through its view {u.written}'} (bound symbol {u.at} "
+            f"({u.bsym.sym.name}) of the trace the interpretation made) is not in it: no symbol writes into {name} "
+            f"or into anything computed from it, so the call returns with {name} as it was, where eager PyTorch "
+            "has updated it" + (
+                f"; the backward writes it instead, so {name} is updated only when a backward runs (never, if "
+                "none does: an inference call, a cache filled for later calls)" if name in later
+                else "; nor does the backward: the update is lost"),
             f"input {name}",
         )
         for name, u in judged.items() if name not in written_into
     ]
 
 
-def _written_inputs(trace: Any, inputs: set[str]) -> set[str]:
-    """Which of ``inputs`` (argument names) ``trace`` may write into: an in-place symbol (at any depth) writes into
-    one of them or into a tensor computed from it (each output of a symbol counts as computed from all it reads)."""
-    family: dict[str, set[str]] = {name: {name} for name in inputs}
+def _written_inputs(trace: Any, family: dict[str, set[str]]) -> tuple[set[str], dict[str, set[str]]]:
+    """(the inputs ``trace`` may write into, each name -> the inputs it is computed from), starting from ``family``
+    (each given name -> the inputs it stands for): an in-place symbol (at any depth) writes into the inputs of what
+    it reads, and each output of a symbol is computed from all it reads."""
+    family = {name: set(roots) for name, roots in family.items()}
     written: set[str] = set()
     for bsym in trace.bound_symbols:
         read = {root for p in proxy_args(bsym) for root in family.get(p.name, ())}
@@ -151,7 +164,7 @@ def _written_inputs(trace: Any, inputs: set[str]) -> set[str]:
             written |= read
         for out in proxy_outs(bsym):
             family.setdefault(out.name, set()).update(read)
-    return written
+    return written, family
 
 
 def _writes(bsym: Any) -> bool:
