@@ -277,3 +277,28 @@ def test_a_checkpointed_body_under_thunderfx_is_followed_inside() -> None:
     with audit() as log, use_policy(STRICT):
         compiled(torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)).sum().backward()  # type: ignore[no-untyped-call]
     assert log.to_dict()["violations"] == []
+
+
+def _detached_after_update(p: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        p.view(-1).mul_(2)
+    return w * p.detach()
+
+
+def test_an_update_aliases_output_dead_code_elimination_dropped_keeps_the_others_places() -> None:
+    """Before #2396's fix dead-code elimination replaced an unused output by None (``(_, t11, t12) =
+    update_aliases((t9, t8, t3))``): each output still hands on the input at its own place."""
+    from safe_tracectx.traces.gradient_flow import differentiated, gradient_walk, handed_on, storages
+
+    jitted = thunder.jit(_detached_after_update)
+    jitted(torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True))
+    program = next(t for t in thunder.last_traces(jitted) if "alias" in str(t.get_provenance()).lower())
+    last = max(i for i, b in enumerate(program.bound_symbols) if b.sym.id == PrimIDs.UPDATE_ALIASES)
+    bsym = program.bound_symbols[last]
+    places = [(p.name, q.name) for p, q in handed_on(bsym)]
+    dropped = bsym.from_bsym(output=(None, *bsym.output[1:]))  # as that dead-code elimination left it
+    assert [(p.name, q.name) for p, q in handed_on(dropped)] == places[1:]
+    changed = from_trace(program)
+    changed.bound_symbols = [*program.bound_symbols[:last], dropped, *program.bound_symbols[last + 1 :]]
+    reach, _ = gradient_walk(changed, differentiated(changed, grad_enabled=True), storages(changed), from_inputs=False)
+    assert "p" not in reach  # the detached alias's gradient goes to the detached value only

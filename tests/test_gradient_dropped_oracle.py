@@ -35,6 +35,12 @@ def _overwritten(x: T, y: T) -> T:
     return z * 2
 
 
+def _detached_after_no_grad_update(x: T, y: T) -> T:
+    with torch.no_grad():
+        x.mul_(2)  # update_aliases then groups detach's output with x: its gradient goes to its own place only
+    return y * x.detach()
+
+
 def _setitem(z: T, x: T, y: T) -> T:
     z[:2] = x[:2]
     return z * y
@@ -112,6 +118,7 @@ PROGRAMS: dict[str, Callable[[T, T], Any]] = {
     "bernoulli": lambda x, y: torch.bernoulli(x.sigmoid()) * y,
     "overwritten_intermediate": lambda x, y: _overwritten(x, y),
     "clone_zero_": lambda x, y: x.clone().zero_() * y,
+    "detached_after_no_grad_update": _detached_after_no_grad_update,
 }
 
 

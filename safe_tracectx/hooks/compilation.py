@@ -32,7 +32,8 @@ from typing import Any, Final
 
 import torch
 
-from safe_tracectx.traces.call_inputs import Region, call_storages, storage_keys
+from safe_tracectx.traces.call_inputs import Region, call_grad_leaves, call_storages, storage_keys, unpacked
+from safe_tracectx.traces.updated_inputs import updated_inputs, updated_under_grad
 from safe_tracectx.traces.checks import Violation, trace_findings
 from safe_tracectx.traces.program import signature_name
 from safe_tracectx.traces.grad_mode import Retagging, detached_across
@@ -74,7 +75,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "inference", "differentiates", "updates", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "grad_enabled", "inference", "differentiates", "updates", "refusing", "grad_leaves", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
                  "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
@@ -92,9 +93,11 @@ class Compilation:
         self.backward: Any = None
         #: The trace Thunder's first autodiff pass was given: the program the forward/backward split differentiates.
         self.differentiates: Any = None
-        #: The program's in-place updates of its inputs (``traces.updated_inputs``), by input name, and the names set
-        #: of the interpretation's trace they were read from (its later forms share it): None until it is made.
+        #: (names set of the interpretation's trace, which its later forms share; its updates of inputs, by name).
         self.updates: tuple[Any, dict[str, Any]] | None = None
+        #: The inputs updated with grad enabled; the call's tensors as whether each is a leaf requiring grad.
+        self.refusing: set[str] = set()
+        self.grad_leaves: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         #: The forward and backward Thunder made callables of (about to run), until both are there.
         self.running: dict[str, Any] = {}
         #: The last (forward, backward) compared as about to run.
@@ -170,7 +173,7 @@ class Compilation:
     def release(self) -> None:
         """The compilation ended: the traces its passes read or returned are no longer kept alive."""
         self._kept = None
-        self.differentiates = self.updates = None
+        self.differentiates = self.updates = self.grad_leaves = None
         self.retagged, self._retagged_proxies = {}, []
         self.call = None
 
@@ -198,12 +201,30 @@ class Compilation:
         None while there is no call or no prologue to read it from."""
         if self.call is None:
             return None
-        prologues = [t for t in (s.ref() for s in self.steps) if t is not None and signature_name(t) == "prologue"]
+        prologues = self._prologues()
         if not prologues:
             return None
         if self._storages is None or self._storages[0] != len(prologues):
             self._storages = (len(prologues), storage_keys(prologues, self.call))
         return self._storages[1]
+
+    def _prologues(self) -> list[Any]:
+        return [t for t in (s.ref() for s in self.steps) if t is not None and signature_name(t) == "prologue"]
+
+    def read_program(self, interpreted: list[Any], *, until: int | None) -> None:
+        """The interpretation made ``interpreted``: keep the program's in-place updates of its inputs, and those made
+        with grad enabled (up to the symbol ``until``, where its markers stop being eager's: ``traces.updated_inputs``)."""
+        if interpreted:
+            program = interpreted[-1]
+            self.updates = (program.names, updated_inputs(program))
+            self.refusing = {u.input for u in updated_under_grad(program, grad_enabled=self.grad_enabled, until=until)}
+
+    def judges_gradients(self) -> bool:
+        """Whether the gradients of the program the split differentiates are judged: not when eager refuses it at
+        this call (it updates, with grad enabled, an input that is a leaf requiring grad, or a view of one)."""
+        leaves = self.grad_leaves
+        return self.differentiates is not None and not (self.refusing and leaves is not None and any(
+            v is True and n in self.refusing for p in self._prologues() for n, v in unpacked(p, *leaves).items()))
 
     def interpreted(self, outputs: list[Any], *, since: int, maker: str) -> list[Any]:
         """The interpretation's computation traces (the only ones that still hold the grad-mode markers:
@@ -292,6 +313,7 @@ def start(*, frame: FrameType | None = None, call: tuple[Any, ...] = ()) -> Comp
         outer = compilation.outer = outer.outer
     if len(call) == 2 and isinstance(call[0], tuple) and isinstance(call[1], dict):
         compilation.call = call_storages(call[0], call[1])
+        compilation.grad_leaves = call_grad_leaves(call[0], call[1])
     _current.set(compilation)
     return compilation
 

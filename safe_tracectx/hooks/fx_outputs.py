@@ -87,8 +87,9 @@ class _Outputs:
         return error
 
 
-def watch(program: Any, thunderfx: dict[str, Any] | None) -> None:
-    """The interpretation made ``program`` for a jitted function: if the ThunderFX splitter made it (``thunderfx``,
-    its split record), judge what each of its calls returns against its graph's example values."""
-    if thunderfx is not None:
-        call_ends.watch(program, call_ends.compiling()[1], _Outputs(str(thunderfx.get("split"))))
+def watch(interpreted: list[Any], thunderfx: dict[str, Any] | None) -> None:
+    """The interpretation made the computation traces ``interpreted`` for a jitted function: if the ThunderFX
+    splitter made it (``thunderfx``, its split record), judge what each call of the last returns against its
+    graph's example values."""
+    if interpreted and thunderfx is not None:
+        call_ends.watch(interpreted[-1], call_ends.compiling()[1], _Outputs(str(thunderfx.get("split"))))

@@ -79,7 +79,7 @@ def watch(compilation: Any, interpreted: list[Any], culprit: tuple[str, str]) ->
     """The interpretation of ``compilation`` made the computation traces ``interpreted`` (the last is the one its
     cache entry keeps first): if it updates an input in place with grad enabled, judge each call that runs it at
     its end."""
-    if getattr(compilation, "grad_enabled", None) is not True or getattr(compilation, "inference", False):
+    if not interpreted or compilation.grad_enabled is not True or compilation.inference:
         return  # eager allows the update with grad disabled, and in inference mode
     program = interpreted[-1]
     places = {p.name: i for i, p in enumerate(getattr(program, "args", None) or ())}

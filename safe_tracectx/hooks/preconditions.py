@@ -55,8 +55,8 @@ def _custom_backwards(trace: TraceCtx) -> list[Violation]:
 def _updates_differentiated(trace: TraceCtx) -> list[Violation]:
     """The aliases whose gradient would skip an in-place update, in the grad mode of the jit call being compiled."""
     compilation = compilations.current()
-    if compilation is None or compilation.differentiates is not trace:
-        return []  # only the program the split differentiates: a pass's own traces are not the user's program
+    if compilation is None or compilation.differentiates is not trace or not compilation.judges_gradients():
+        return []  # only the program the split differentiates (a pass's own traces are not the user's), if eager takes it
     return skipped_updates(trace, grad_enabled=compilation.grad_enabled)
 
 

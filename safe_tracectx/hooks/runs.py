@@ -41,7 +41,6 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.checks import Violation, check_forward_backward, generatable
 from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.fingerprint import fingerprint, packed_fingerprint
-from safe_tracectx.traces.updated_inputs import updated_inputs
 
 __all__ = ["DECLARED", "PassRun", "current_run", "pair_sides", "run_pass", "traces_in"]
 
@@ -224,7 +223,7 @@ def _pair_violations(run: PassRun, sides: tuple[TraceCtx | None, TraceCtx | None
         return []
     found = [] if sides[1] is None else check_forward_backward(sides[0], sides[1])
     compilation = run.compilation
-    if compilation is not None and compilation.differentiates is not None:
+    if compilation is not None and compilation.judges_gradients():
         found += [v if v.culprit else dataclasses.replace(v, culprit=(run.label, run.qualname))  # the pass made it
                   for v in dropped_gradients(compilation.differentiates, *sides, grad_enabled=compilation.grad_enabled)]
     return _found_in(run, sides[1] if sides[1] is not None else sides[0], found)
@@ -290,10 +289,9 @@ def _found_after(
             lost = [*compilation.detached(interpreted), *grad_mode_requests.unrecorded(compilation, interpreted, run.thunderfx)]
             found += [f for v, t in lost for f in _found_in(run, t, [v])]
             call_grad_mode.watch(compilation, outputs, run.thunderfx)
-            if interpreted:
-                leaf_updates.watch(compilation, interpreted, (run.label, run.qualname))
-                fx_outputs.watch(interpreted[-1], run.thunderfx)
-                compilation.updates = (interpreted[-1].names, updated_inputs(interpreted[-1]))
+            leaf_updates.watch(compilation, interpreted, (run.label, run.qualname))
+            fx_outputs.watch(interpreted, run.thunderfx)
+            compilation.read_program(interpreted, until=grad_mode_requests.markers_followed_until(interpreted))
         if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):
             found += [f for t in filter(compilations.checked_kind, outputs) for f in _found_in(run, t, swaps.computed_before(resized, t))]
     found += _pair_violations(run, sides)

@@ -253,7 +253,7 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
     compilation.running.clear()
     compilation.handed_over = (fw, bw)
     found = check_forward_backward(fw, bw)
-    if compilation.differentiates is not None:  # a step after the split may have dropped a gradient
+    if compilation.judges_gradients():  # a step after the split may have dropped a gradient
         found += dropped_gradients(compilation.differentiates, fw, bw, grad_enabled=compilation.grad_enabled)
     return found
 

@@ -26,14 +26,14 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.call_inputs")
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
 import torch
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy
 
-__all__ = ["NOT_GROUPED", "Region", "call_storages", "storage_keys", "unpacked"]
+__all__ = ["NOT_GROUPED", "Region", "call_grad_leaves", "call_storages", "storage_keys", "unpacked"]
 
 _TRIVIAL: Final = PrimIDs.UNPACK_TRIVIAL
 _GETITEM: Final = PrimIDs.UNPACK_GETITEM
@@ -92,7 +92,9 @@ class Region(NamedTuple):
         return True
 
 
-def _stored(value: Any, path: frozenset[int] = frozenset()) -> Any:
+def _stored(value: Any, path: frozenset[int] = frozenset(), leaf: Callable[[torch.Tensor], Any] | None = None) -> Any:
+    if leaf is not None and isinstance(value, torch.Tensor):
+        return leaf(value)
     if type(value) is torch.Tensor:  # as thunder.jit's _alias_tensor_of_args_kwargs_dict: subclasses have no data pointer
         if value.layout is not torch.strided:
             return None
@@ -108,8 +110,8 @@ def _stored(value: Any, path: frozenset[int] = frozenset()) -> Any:
         return None  # another leaf, or a container holding itself (its inner copy is no input Thunder unpacks)
     inner = path | {id(value)}
     if isinstance(value, dict):
-        return {key: _stored(item, inner) for key, item in value.items()}
-    items = [_stored(item, inner) for item in value]
+        return {key: _stored(item, inner, leaf) for key, item in value.items()}
+    items = [_stored(item, inner, leaf) for item in value]
     if type(value) in (tuple, list):
         return type(value)(items)
     if isinstance(value, tuple) and isinstance(getattr(type(value), "_fields", None), tuple):
@@ -127,6 +129,24 @@ def call_storages(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[tup
         return tuple(_stored(a) for a in args), {key: _stored(value) for key, value in kwargs.items()}
     except RecursionError:  # nested deeper than Python's stack: nothing is known of the call
         return (), {}
+
+
+def call_grad_leaves(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with each tensor replaced by whether eager PyTorch refuses to update it in place
+    with grad enabled (a leaf that requires grad, or a view of one), any other leaf by None (as
+    :func:`call_storages`: the same containers, nothing of the user's kept)."""
+    try:
+        return (tuple(_stored(a, leaf=_grad_leaf) for a in args),
+                {key: _stored(value, leaf=_grad_leaf) for key, value in kwargs.items()})
+    except RecursionError:
+        return (), {}
+
+
+def _grad_leaf(tensor: torch.Tensor) -> bool:
+    if not tensor.requires_grad:
+        return False
+    base = tensor._base
+    return bool(tensor.is_leaf or (base is not None and base.is_leaf and base.requires_grad))
 
 
 def _item(container: Any, key: Any) -> Any:

@@ -18,7 +18,7 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.gradient_flow")
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from thunder.core import dtypes
@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 _RETURN: Final = PrimIDs.RETURN
+#: ``prims.update_aliases`` (Thunder >= 0.2.4): its grad rule gives each output's gradient to the input at its place.
+_UPDATE_ALIASES: Final = getattr(PrimIDs, "UPDATE_ALIASES", None)
 #: What a gradient does not flow through: ``detach``, and the prims whose gradient is zero.
 _CUT: Final = "torch.detach"
 _ZERO_GRADIENT: Final = frozenset({PrimIDs.SIGN, PrimIDs.FLOOR, PrimIDs.CEIL, PrimIDs.ROUND, PrimIDs.TRUNC})
@@ -152,11 +154,29 @@ def gradient_walk(
             continue
         made = {root.get(n, n) for n in (*(p.name for p in tensor_outs(bsym)), *written(bsym))}
         if made & reach:
-            reads = {root.get(n, n) for n in gradient_reads(bsym)}
+            reads = {root.get(n, n) for n in _reads_of_reached(bsym, lambda name: root.get(name, name) in reach)}
             # A storage overwritten without being read (copy_, zero_) is not reached in its earlier versions.
             reach = (reach - ({root.get(n, n) for n in written(bsym)} - reads)) | reads
             through.append(index)
     return reach, through[::-1]
+
+
+def _reads_of_reached(bsym: Any, reached: Callable[[str], bool]) -> set[str]:
+    """What a gradient of ``bsym``'s reached outputs flows to: :func:`gradient_reads`, but for ``update_aliases``
+    only the inputs at the places of its reached outputs (an alias grouped with a detached tensor is not read
+    through it)."""
+    if _UPDATE_ALIASES is None or bsym.sym.id != _UPDATE_ALIASES or not bsym.args:
+        return gradient_reads(bsym)
+    return {p.name for p, out in handed_on(bsym) if reached(out.name) and floating(p)}
+
+
+def handed_on(bsym: Any) -> list[tuple[Any, Any]]:
+    """(input, output) of an ``update_aliases`` (or any symbol whose outputs stand for its first argument's items),
+    place by place: each tensor input and the output that hands it on, skipping an output dead-code elimination
+    dropped (None: ``(_, t11) = update_aliases((t9, t8))``)."""
+    given = bsym.args[0] if bsym.args and isinstance(bsym.args[0], tuple | list) else ()
+    outs = bsym.output if isinstance(bsym.output, tuple | list) else ()
+    return [(p, out) for p, out in zip(given, outs) if isinstance(p, TensorProxy) and isinstance(out, TensorProxy)]
 
 
 def returned(trace: Any) -> list[Any] | None:

@@ -37,7 +37,7 @@ from safe_tracectx.traces.swaps import is_elementwise, on_cpu, tensor_metadata
 __all__ = ["LazyRead", "describe", "lazy_sum_reads"]
 
 #: Unary prims that commute with a sum: a value standing for a sum stays one through them.
-_UNARY_LINEAR: Final = frozenset({PrimIDs.NEG, PrimIDs.CONVERT_ELEMENT_TYPE, PrimIDs.SHALLOW_COPY})
+_UNARY_LINEAR: Final = frozenset(filter(None, (PrimIDs.NEG, PrimIDs.CONVERT_ELEMENT_TYPE, getattr(PrimIDs, "SHALLOW_COPY", None))))
 #: Prims that read a value without computing from it (the return hands an input's gradient to torch autograd,
 #: which sums it back; ``put_grad`` says whose gradient it is).
 _NOT_COMPUTING: Final = frozenset({PrimIDs.RETURN, PrimIDs.DEL, PrimIDs.PUT_GRAD})

@@ -32,6 +32,7 @@ from thunder.core.proxies import Proxy, TensorProxy
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import tensor_outs, written
+from safe_tracectx.traces.gradient_flow import handed_on
 from safe_tracectx.traces.program import Program
 from safe_tracectx.traces.violations import Violation, bsym_label
 
@@ -126,7 +127,7 @@ class _Storages:
     def record(self, bsym: Any, into: set[str]) -> None:
         outs = [p.name for p in tensor_outs(bsym)]
         if getattr(bsym.sym, "name", "") == "update_aliases":  # prims' or an executor's (Thunder >= 0.2.4)
-            for given, handed in zip([p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy)], outs):
-                self.union([given, handed])  # one alias under its next name; the group's others may be other parts
+            for given, handed in handed_on(bsym):
+                self.union([given.name, handed.name])  # one alias under its next name; the group's others may be other parts
         elif into:
             self.union([*sorted(into), *outs])

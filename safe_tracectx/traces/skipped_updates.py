@@ -29,21 +29,19 @@ from safe_tracectx._support.extras import require_thunder
 
 require_thunder("safe_tracectx.traces.skipped_updates")
 
-import functools
 import math
 from typing import Any, Final, NamedTuple
 
-import torch
-from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import needing_inputs, tensor_outs, written
-from safe_tracectx.traces.gradient_flow import differentiated, floating, gradient_reads, returned
+from safe_tracectx.traces.gradient_flow import differentiated, floating, gradient_reads, handed_on, returned
 from safe_tracectx.traces.violations import Violation, bsym_label
+from safe_tracectx.traces.views import SEVERAL_VIEWS, changes_nothing, covering, takes_view
 
-__all__ = ["changes_nothing", "skipped_updates", "takes_view"]
+__all__ = ["skipped_updates"]
 
 #: ``prims.update_aliases`` (Thunder >= 0.2.4; before it, functionalization made no aliases to hand on).
 _UPDATE_ALIASES: Final = getattr(PrimIDs, "UPDATE_ALIASES", None)
@@ -55,18 +53,6 @@ _PARTIAL: Final = frozenset({"setitem_", "index_add_", "index_copy_", "index_put
                              "scatter_add_", "masked_fill_", "masked_scatter_", "tril_", "triu_"})
 #: In-place updates whose derivative in their target is the identity (what they add needs no grad: no change).
 _ADDING: Final = frozenset({"add_", "sub_", "addcmul_", "addcdiv_"})
-#: In-place updates that change nothing when their second argument is the number 1 (``a *= 1``, ``a.pow_(1)``).
-_BY_ONE: Final = frozenset({"mul_", "div_", "true_divide_", "pow_"})
-#: Aliases Thunder groups that are not eager's views of one storage for autograd: what may copy (``reshape``,
-#: ``contiguous``, ``to``; which it does is known only when it runs) and ``detach`` (autograd does not follow an
-#: update through it). Their outputs are judged as a storage of their own.
-_NOT_A_VIEW: Final = frozenset({"detach", "contiguous", "flatten", "reshape", "reshape_as", "to", "unfold"})
-#: Views that hold every element of what they view (a permutation of them, or repeats: ``expand``); any other view
-#: (a slice, ``select``, ``diagonal``, ``as_strided``) holds a part of it.
-_COVERING: Final = frozenset({"view", "view_as", "t", "transpose", "permute", "unsqueeze", "squeeze", "swapaxes",
-                              "swapdims", "movedim", "adjoint", "unflatten", "shallow_copy", "expand", "expand_as", "to"})
-#: Views eager PyTorch forbids updating in place, or using after their base was: those of one call that makes several.
-_SEVERAL_VIEWS: Final = frozenset({"split", "chunk", "unbind", "tensor_split", "split_with_sizes", "hsplit", "vsplit"})
 
 
 #: A region a gradient reads a tensor through, and the parts of it overwritten before the read (read as nothing).
@@ -103,7 +89,7 @@ class _Walk:
     """The program in order: each tensor's region of its storage, who needs grad, each storage's updates.
 
     A region is a set of a storage's elements, named by the first tensor that held exactly them: a view that holds
-    every element of what it views (:data:`_COVERING`) is in its region, any other view makes a region inside it
+    every element of what it views (:data:`safe_tracectx.traces.views.COVERING`) is in its region, any other view makes a region inside it
     (``parent``), an in-place update's output and what ``update_aliases`` hands on are in the region they stand
     for. Two regions certainly share elements when one is inside the other (or they are one); two slices of one
     storage are regions side by side, which may share none.
@@ -137,7 +123,7 @@ class _Walk:
         outs = tensor_outs(bsym)
         aliases = bsym.sym.id == _UPDATE_ALIASES and bsym.args
         if aliases:  # each output stands for the input at its position (a detached alias needs no grad)
-            self.needing |= {q.name for p, q in zip(bsym.args[0], outs) if getattr(p, "name", None) in self.needing}
+            self.needing |= {q.name for p, q in handed_on(bsym) if p.name in self.needing}
         elif self.by_split[index] and gradient_reads(bsym) & self.needing:
             self.needing |= {p.name for p in outs if floating(p)} | written(bsym)
         for proxy in outs:
@@ -145,7 +131,7 @@ class _Walk:
         name = getattr(bsym.sym, "name", "")
         into = sorted(written(bsym))
         if aliases:
-            pairs = [(p, q) for p, q in zip(bsym.args[0], outs) if isinstance(p, TensorProxy)]
+            pairs = handed_on(bsym)
             for old, new in pairs:
                 self._same_elements(old.name, new.name)
                 self.origin[new.name] = self.origin.get(old.name, old.name)
@@ -163,12 +149,12 @@ class _Walk:
             given = next((p for p in proxy_args(bsym) if isinstance(p, TensorProxy)), None)
             if given is None:
                 return
-            several = name in _SEVERAL_VIEWS or len(outs) > 1
+            several = name in SEVERAL_VIEWS or len(outs) > 1
             # the same part of the same region taken again (a[0:2] twice) is that region, not one beside it
             key = (self.region_of(given.name), name, repr(bsym.args[1:]), repr(sorted(bsym.kwargs.items())))
             for position, proxy in enumerate(outs):
                 self._same_elements(given.name, proxy.name)
-                if several or not _covering(bsym):
+                if several or not covering(bsym):
                     part = self.parts.setdefault((*key, position), proxy.name)
                     self.parent.setdefault(part, self.region[proxy.name])
                     self.region[proxy.name] = part  # a part of what it views: a region inside it
@@ -282,11 +268,11 @@ def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
             continue
         outs = tensor_outs(bsym)
         if bsym.sym.id == _UPDATE_ALIASES and bsym.args:
-            for p, q in zip(bsym.args[0], outs):
-                if isinstance(p, TensorProxy) and q.name in read:
+            for p, q in handed_on(bsym):
+                if q.name in read:
                     read.setdefault(p.name, set()).update(read[q.name])
         elif ({p.name for p in outs} | written(bsym)) & read.keys():
-            partial = takes_view(bsym) and not _covering(bsym)
+            partial = takes_view(bsym) and not covering(bsym)
             through = set[_Read]().union(*(read[p.name] for p in outs if p.name in read))
             overwritten = walk.overwritten_part(bsym)
             for name in gradient_reads(bsym):
@@ -298,62 +284,6 @@ def _read_parts(program: Any, walk: _Walk) -> dict[str, set[_Read]]:
                     entries = {(region_of(name), whole)}
                 read.setdefault(name, set()).update(entries)
     return read
-
-
-def changes_nothing(bsym: Any) -> bool:
-    """An in-place update by a number that leaves every value as it was: ``mul_``/``div_``/``pow_`` by 1,
-    ``add_``/``sub_`` of 0."""
-    name, args = getattr(bsym.sym, "name", ""), bsym.args
-    if len(args) != 2 or type(args[1]) not in (int, float):
-        return False
-    return (name in _BY_ONE and args[1] == 1) or (name in ("add_", "sub_") and args[1] == 0)
-
-
-def takes_view(bsym: Any) -> bool:
-    """A view eager PyTorch also makes: not one that may copy (:data:`_NOT_A_VIEW`), nor advanced indexing, nor a
-    reinterpretation as another dtype (``x.view(torch.int32)``: no gradient flows through it)."""
-    name = getattr(bsym.sym, "name", "")
-    return (bsym.sym in _view_symbols() and (name not in _NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym)
-            and not (name == "view" and any(isinstance(a, dtypes.dtype | torch.dtype) for a in bsym.args[1:])))
-
-
-@functools.cache
-def _view_symbols() -> tuple[Any, ...]:
-    """The symbols Thunder's alias analysis takes for views (``thunder.torch``'s two lists; symbols compare by id)."""
-    import thunder.torch as ltorch
-
-    return (*getattr(ltorch, "_syms_returning_views", ()), *getattr(ltorch, "_syms_that_may_return_views", ()))
-
-
-def _covering(bsym: Any) -> bool:
-    """A view that holds every element of what it views: :data:`_COVERING`, or an index of nothing but full slices,
-    ``...`` and ``None`` (``a[:]``, ``a[..., None]``)."""
-    name = getattr(bsym.sym, "name", "")
-    if name in _COVERING:
-        return True
-    if name != "getitem" or len(bsym.args) < 2:
-        return False
-    key = bsym.args[1] if isinstance(bsym.args[1], tuple) else (bsym.args[1],)
-    return all(k is None or k is Ellipsis or isinstance(k, slice) and k == slice(None) for k in key)
-
-
-def _same_tensor(bsym: Any) -> bool:
-    """A ``to`` that changes neither dtype nor device, asks for no copy and no memory format: eager returns the
-    tensor itself."""
-    given, outs = proxy_args(bsym)[:1], tensor_outs(bsym)
-    return (getattr(bsym.sym, "name", "") == "to" and len(given) == 1 and len(outs) == 1
-            and bsym.kwargs.get("copy") is not True and bsym.kwargs.get("memory_format") in (None, torch.preserve_format)
-            and (given[0].dtype, given[0].device) == (outs[0].dtype, outs[0].device))
-
-
-def _indexed(bsym: Any) -> bool:
-    """A ``getitem`` with advanced indexing (a tensor, a list, a bool or a nested tuple among its indices): eager
-    copies, it makes no view."""
-    if getattr(bsym.sym, "name", "") != "getitem" or len(bsym.args) < 2:
-        return False
-    key = bsym.args[1] if isinstance(bsym.args[1], tuple) else (bsym.args[1],)
-    return any(isinstance(k, TensorProxy | list | tuple | bool) for k in key) or any(
-        isinstance(p, TensorProxy) for p in proxy_args(bsym)[1:])
 
 
 def _numel(proxy: Any) -> int | None:

@@ -41,7 +41,7 @@ from thunder.core.proxies import TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.grad_mode import MARKER, marker_mode, tensor_outs, written
-from safe_tracectx.traces.skipped_updates import changes_nothing, takes_view
+from safe_tracectx.traces.views import changes_nothing, takes_view
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["InputUpdate", "dropped_updates", "updated_inputs", "updated_under_grad"]
