@@ -66,3 +66,12 @@ def same_as_eager(function: Callable[..., Any], jitted: Callable[..., Any], *inp
         if isinstance(x, torch.Tensor) and x.requires_grad:
             torch.testing.assert_close(x.grad, eager.grad, atol=atol, rtol=1e-4, msg=f"gradient of input {index}")
     return got
+
+
+def runtime_error(function: Callable[..., Any], *args: Any) -> str | None:
+    """The message of the RuntimeError ``function(*args)`` raises (eager's refusals are RuntimeErrors), or None."""
+    try:
+        function(*args)
+    except RuntimeError as error:
+        return str(error)
+    return None

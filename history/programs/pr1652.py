@@ -17,7 +17,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import executors  # noqa: E402
+from _common import executors, runtime_error  # noqa: E402
 
 import thunder  # noqa: E402
 
@@ -27,23 +27,15 @@ def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x * y
 
 
-def eager_error(function, *args) -> str | None:
-    try:
-        function(*args)
-    except RuntimeError as error:
-        return str(error)
-    return None
-
-
 def main() -> None:
     torch.manual_seed(0)
     x = torch.randn(3, 4, requires_grad=True)
     y = torch.randn(3, 4)
-    expected = eager_error(f, x.detach().clone().requires_grad_(True), y)
+    expected = runtime_error(f, x.detach().clone().requires_grad_(True), y)
     assert expected is not None and "leaf Variable" in expected, expected
     jitted = thunder.jit(f, executors=executors())
     before = x.detach().clone()
-    got = eager_error(jitted, x, y)
+    got = runtime_error(jitted, x, y)
     assert got is not None, (
         "Thunder ran an in-place update of a leaf that requires grad, which eager PyTorch refuses "
         f"(x changed: {not torch.equal(before, x.detach())})"

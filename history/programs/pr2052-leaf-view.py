@@ -17,7 +17,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import executors  # noqa: E402
+from _common import executors, runtime_error  # noqa: E402
 
 import thunder  # noqa: E402
 
@@ -27,21 +27,13 @@ def f(p: torch.Tensor) -> torch.Tensor:
     return p * 1
 
 
-def raised(function, *args) -> str | None:
-    try:
-        function(*args)
-    except RuntimeError as error:
-        return str(error)
-    return None
-
-
 def main() -> None:
     torch.manual_seed(0)
     p = torch.randn(3, requires_grad=True)
-    expected = raised(f, p.detach().clone().requires_grad_(True))
+    expected = runtime_error(f, p.detach().clone().requires_grad_(True))
     assert expected is not None and "leaf Variable" in expected, expected
     before = p.detach().clone()
-    got = raised(thunder.jit(f, executors=executors()), p)
+    got = runtime_error(thunder.jit(f, executors=executors()), p)
     assert got is not None, (
         "Thunder ran an in-place update of a view of a leaf that requires grad, which eager PyTorch refuses "
         f"(p changed: {not torch.equal(before, p.detach())})"
