@@ -60,6 +60,12 @@ class RunResult:
         return self.returncode != 0
 
     @property
+    def stopped_by_ours(self) -> bool:
+        """Our error ended the run, or was raised and handled by the program: ours are RuntimeErrors, and a program
+        that checks for eager's RuntimeError gets ours instead of Thunder's silence."""
+        return self.ours_raised is not None or any(v.get("action") == "raise" for v in self.violations)
+
+    @property
     def harness_error(self) -> str | None:
         """Why the run says nothing about Thunder (a test not collected, a missing module), if it does not."""
         if self.returncode in _PYTEST_USAGE:

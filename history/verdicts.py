@@ -124,9 +124,7 @@ def judge(case: Case, runs: dict[str, dict[Mode, RunResult]]) -> Verdict:
     else:
         reported = "no"
     strict = parent["strict"]
-    # ours ended the run, or was raised and handled by the program (ours are RuntimeErrors, and a program that
-    # checks for eager's RuntimeError gets ours instead of Thunder's silence)
-    ours_first = strict.ours_raised is not None or any(v.get("action") == "raise" for v in strict.violations)
+    ours_first = strict.stopped_by_ours
     strict_names = _covers(case, _reports(strict), with_culprit=True)
     if not reports:
         timing = _MISSING

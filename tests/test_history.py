@@ -63,7 +63,7 @@ def test_a_fast_case_is_caught_at_the_parent_as_expected_and_silent_at_the_fix(
     assert not reported and not fix.notes, f"{case.id}: reported at the fix: {reported or fix.notes}"
     assert parent.failed, f"{case.id}: passes at the parent"
     if case.expect == "caught":
-        assert parent.ours_raised is not None, f"{case.id}: not stopped by our error:\n{parent.tail}"
+        assert parent.stopped_by_ours, f"{case.id}: not stopped by our error:\n{parent.tail}"
         assert _covers(case, _reports(parent), with_culprit=True), (
             f"{case.id}: no report names {case.names} and {case.culprit!r}: {parent.violations}"
         )

@@ -42,6 +42,11 @@ def diagonal_mul(x: T, y: T) -> T:
     return y * 2
 
 
+def hsplit_part_add(x: T, y: T) -> T:
+    torch.hsplit(x, 2)[0].add_(1)  # an ordinary view for eager's leaf rule (split's and unbind's have their own)
+    return y * 2
+
+
 def whole_view_mul(x: T, y: T) -> T:
     x[...].mul_(2)
     return y + 1
@@ -121,7 +126,7 @@ def multiplied_by_one(x: T, y: T) -> T:
 
 
 #: Programs eager refuses that plain Thunder (0.2.6, main) runs, and programs both run.
-REFUSED = [row_add, diagonal_mul, whole_view_mul]
+REFUSED = [row_add, diagonal_mul, whole_view_mul, hsplit_part_add]
 ALLOWED = [under_no_grad, detached_update, updates_y, reads_only, decorated_helper_in_no_grad,
            enable_grad_inside_no_grad, in_inference_mode, set_grad_disabled, list_index_copies, to_with_copy,
            view_as_another_dtype, multiplied_by_one]
@@ -207,6 +212,17 @@ def test_an_input_that_is_a_view_of_a_leaf_that_requires_grad_is_reported() -> N
         row_add(leaf[1:], torch.ones(2, 2))  # eager refuses it
     found = _audited(thunder.jit(row_add), torch.ones(3, 2, requires_grad=True)[1:], torch.ones(2, 2))
     assert len(found) == 1 and found[0]["names"] == ["x"]
+
+
+def test_an_input_that_is_one_of_unbinds_views_updated_in_place_is_judged_without_an_internal_error() -> None:
+    def updates(x: T, y: T) -> T:
+        x.add_(1)
+        return y * 2
+
+    parameter = torch.nn.Parameter(torch.ones(2, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "could not check the end of a jitted call" would raise
+        assert _audited(thunder.jit(updates), parameter.unbind(0)[0], torch.ones(4)) == []
 
 
 def test_once_per_program_and_installation() -> None:

@@ -71,8 +71,11 @@ def _grad_leaf(value: Any) -> bool:
     """A leaf that requires grad, or a view of one (eager refuses an update of either with grad enabled)."""
     if not getattr(value, "requires_grad", False):
         return False
-    base = getattr(value, "_base", None)
-    return bool(getattr(value, "is_leaf", False) or (base is not None and base.is_leaf and base.requires_grad))
+    try:
+        base = getattr(value, "_base", None)
+        return bool(getattr(value, "is_leaf", False) or (base is not None and base.is_leaf and base.requires_grad))
+    except RuntimeError:  # one of several views (unbind's) updated in place: eager refuses it with an error of its own
+        return False
 
 
 def watch(compilation: Any, interpreted: list[Any], culprit: tuple[str, str]) -> None:

@@ -143,10 +143,11 @@ def call_grad_leaves(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[
 
 
 def _grad_leaf(tensor: torch.Tensor) -> bool:
-    if not tensor.requires_grad:
+    try:
+        base = tensor._base
+        return bool(tensor.requires_grad and (tensor.is_leaf or (base is not None and base.is_leaf and base.requires_grad)))
+    except RuntimeError:  # one of several views (unbind's) updated in place: autograd refuses to read it
         return False
-    base = tensor._base
-    return bool(tensor.is_leaf or (base is not None and base.is_leaf and base.requires_grad))
 
 
 def _item(container: Any, key: Any) -> Any:

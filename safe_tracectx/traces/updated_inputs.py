@@ -41,7 +41,7 @@ from thunder.core.proxies import TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.grad_mode import MARKER, marker_mode, tensor_outs, written
-from safe_tracectx.traces.views import changes_nothing, takes_view
+from safe_tracectx.traces.views import MULTIPLE_VIEWS, changes_nothing, takes_view
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["InputUpdate", "dropped_updates", "updated_inputs", "updated_under_grad"]
@@ -99,7 +99,7 @@ def _updates(trace: Any, *, grad_enabled: bool, until: int | None, every_mode: b
         given = proxy_args(bsym)
         if len(set(targets)) == 1:  # an in-place op's result is its target
             root = targets[0]
-        elif takes_view(bsym) and given and given[0].name in roots and (every_mode or len(tensor_outs(bsym)) == 1):
+        elif takes_view(bsym) and given and given[0].name in roots and (every_mode or bsym.sym.name not in MULTIPLE_VIEWS):
             root = roots[given[0].name]  # (eager refuses an update of one of split's views with its own error)
         else:
             continue

@@ -32,7 +32,7 @@ from thunder.core.proxies import TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import tensor_outs
 
-__all__ = ["BY_ONE", "COVERING", "NOT_A_VIEW", "SEVERAL_VIEWS", "changes_nothing", "covering", "takes_view"]
+__all__ = ["BY_ONE", "COVERING", "MULTIPLE_VIEWS", "NOT_A_VIEW", "SEVERAL_VIEWS", "changes_nothing", "covering", "takes_view"]
 
 #: In-place updates that change nothing when their second argument is the number 1 (``a *= 1``, ``a.pow_(1)``).
 BY_ONE: Final = frozenset({"mul_", "div_", "true_divide_", "pow_"})
@@ -46,6 +46,9 @@ COVERING: Final = frozenset({"view", "view_as", "t", "transpose", "permute", "un
                               "swapdims", "movedim", "adjoint", "unflatten", "shallow_copy", "expand", "expand_as", "to"})
 #: Views eager PyTorch forbids updating in place, or using after their base was: those of one call that makes several.
 SEVERAL_VIEWS: Final = frozenset({"split", "chunk", "unbind", "tensor_split", "split_with_sizes", "hsplit", "vsplit"})
+#: Of those, the ones whose views eager refuses to update in place with an error of its own ("returns multiple
+#: views"), not the leaf rule's.
+MULTIPLE_VIEWS: Final = frozenset({"split", "chunk", "unbind", "split_with_sizes"})
 
 
 def changes_nothing(bsym: Any) -> bool:
