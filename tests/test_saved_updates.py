@@ -84,6 +84,12 @@ def _update_through_detach(x: T, y: T) -> T:
     return a * y
 
 
+def _detached_gate(x: T, y: T) -> T:
+    h = x * 2
+    h.mul_(torch.sigmoid(y).detach())  # the backward reads h only on the way to detach's vjp, which gives zeros
+    return h + y
+
+
 def _out_of_place(x: T, y: T) -> T:
     a = x * 1
     return a * y
@@ -104,6 +110,7 @@ AGREEING: dict[str, Callable[[T, T], T]] = {
     "add_then_sin": _add_then_sin,
     "out_of_place": _out_of_place,
     "update_through_detach": _update_through_detach,
+    "detached_gate": _detached_gate,
 }
 
 

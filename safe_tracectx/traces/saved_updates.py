@@ -30,7 +30,7 @@ from typing import Any, Final
 from thunder.core.proxies import Proxy, TensorProxy
 
 from safe_tracectx._support.labels import describe_trace
-from safe_tracectx.traces.bound_proxies import proxy_args
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import tensor_outs, written
 from safe_tracectx.traces.gradient_flow import handed_on
 from safe_tracectx.traces.program import Program
@@ -98,9 +98,19 @@ def _written(bsym: Any) -> set[str]:
 
 
 def _values_read(bw: Any) -> set[str]:
-    """The names a backward reads the values of (not only to unpack, free or ask the shape of)."""
-    return {p.name for bsym in bw.bound_symbols if getattr(bsym.sym, "name", "") not in _NOT_READING
-            for p in proxy_args(bsym)}
+    """The names whose values reach what backward ``bw`` returns (not only unpacked, freed, asked the shape of, or
+    read by a symbol whose result reaches the gradients only through detach's vjp, which gives zeros): a walk
+    back from the return. A symbol that defines nothing (a check) or writes into a tensor counts as reading."""
+    reaching: set[str] = set()
+    for bsym in reversed(bw.bound_symbols):
+        name = getattr(bsym.sym, "name", "")
+        if name in ("python_return", "return"):
+            reaching.update(p.name for p in proxy_args(bsym))
+        elif name not in _NOT_READING:
+            outs = {p.name for p in proxy_outs(bsym)}
+            if not outs or outs & reaching or written(bsym):
+                reaching.update(p.name for p in proxy_args(bsym))
+    return reaching
 
 
 class _Storages:
