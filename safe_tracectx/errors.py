@@ -68,6 +68,7 @@ TraceCheck = Literal[
     "gradient-skips-update",
     "leaf-updated-in-place",
     "update-dropped",
+    "update-grad-mode",
     "gained-requires-grad",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
@@ -165,6 +166,9 @@ FIXES: Final[dict[str, str]] = {
     "the backward need) must keep a copy_ into an input, or into a view of one, in the forward even when nothing "
     "reads its result, since its effect is on the caller's tensor; until Thunder is fixed, update the input itself "
     "(`x.add_(...)`), or read the updated view's result in what the function returns",
+    "update-grad-mode": "write an update back with the grad mode of the copy_ it replaces (a copy_ made under "
+    "torch.no_grad() keeps grad_enabled=False: Thunder's alias updating, #2052, keeps the update's own copy_); "
+    "until Thunder is fixed, update the leaf itself rather than a view of it under torch.no_grad()",
     "gained-requires-grad": "give each output the gradient history eager PyTorch gives it: mark the outputs Dynamo's "
     "example values give no grad_fn non-differentiable (ctx.mark_non_differentiable in ThunderFunction.forward, "
     "Thunder's fix of #2348); in your own code, detach the value before returning or storing it",

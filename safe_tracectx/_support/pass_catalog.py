@@ -79,6 +79,9 @@ PASSES: Final[tuple[PassSpec, ...]] = (
         "thunder.executors.passes", "_transform_for_operator_executor_execution", "operator executors", kind="execution"
     ),
     PassSpec("thunder.executors.passes", "transform_for_execution", "transform for execution", kind="execution"),
+    # How in-place updates are made functional: functionalization until #2052 made alias updating the default.
+    PassSpec("thunder.core.functionalization", "functionalize_inplace_ops", "functionalization", kind="transform"),
+    PassSpec("thunder.core.update_aliases", "insert_alias_updates", "alias updates", kind="transform"),
     PassSpec("thunder.core.rematerialization", "rematerialize", "fusion remat", preconditions=("unique-region-names",)),
     PassSpec(
         "thunder.transforms.autodiff",

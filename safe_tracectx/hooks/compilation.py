@@ -33,7 +33,7 @@ from typing import Any, Final
 import torch
 
 from safe_tracectx.traces.call_inputs import Region, call_grad_leaves, call_storages, storage_keys, unpacked
-from safe_tracectx.traces.updated_inputs import updated_inputs, updated_under_grad
+from safe_tracectx.traces.updated_inputs import update_modes, updated_inputs, updated_under_grad
 from safe_tracectx.traces.checks import Violation, trace_findings
 from safe_tracectx.traces.program import signature_name
 from safe_tracectx.traces.grad_mode import Retagging, detached_across
@@ -47,19 +47,26 @@ _current: Final[ContextVar[Compilation | None]] = ContextVar("safe_tracectx.comp
 class Step:
     """A trace one step of the compilation made: who made it, who named it (its provenance), inside which pass."""
 
-    __slots__ = ("ref", "label", "maker", "namer", "within")
+    __slots__ = ("ref", "label", "maker", "namer", "within", "pass_function")
 
-    def __init__(self, trace: Any, label: str, maker: str, within: str | None) -> None:
+    def __init__(self, trace: Any, label: str, maker: str, within: str | None, pass_function: str | None = None) -> None:
         self.ref = weakref.ref(trace)
         self.label = label
         #: The function that made the trace; the one that gave it its provenance, if another.
         self.maker = maker
         self.namer: str | None = None
+        #: The label of the pass running when it was made, and that pass's function.
         self.within = within
+        self.pass_function = pass_function
 
     @property
     def qualname(self) -> str:
-        return self.maker if self.namer in (None, self.maker) else f"{self.maker}, named by {self.namer}"
+        """The maker (and namer), and the pass it ran inside when that is another function (a pass's helper)."""
+        made = self.maker if self.namer in (None, self.maker) else f"{self.maker}, named by {self.namer}"
+        function = self.pass_function
+        inside = function is not None and all(function.rsplit(".", 1)[-1] != (f or "").rsplit(".", 1)[-1]
+                                              for f in (self.maker, self.namer))  # one function, re-exported
+        return f"{made}, inside {function}" if inside else made
 
     @property
     def culprit(self) -> tuple[str, str]:
@@ -75,7 +82,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "inference", "differentiates", "updates", "refusing", "grad_leaves", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "grad_enabled", "inference", "differentiates", "updates", "update_modes", "refusing", "grad_leaves", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
                  "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
@@ -95,6 +102,8 @@ class Compilation:
         self.differentiates: Any = None
         #: (names set of the interpretation's trace, which its later forms share; its updates of inputs, by name).
         self.updates: tuple[Any, dict[str, Any]] | None = None
+        #: The grad modes of the program's copies into each input it updates (``traces.updated_inputs.update_modes``).
+        self.update_modes: dict[str, set[bool]] = {}
         #: The inputs updated with grad enabled; the call's tensors as whether each is a leaf requiring grad.
         self.refusing: set[str] = set()
         self.grad_leaves: tuple[tuple[Any, ...], dict[str, Any]] | None = None
@@ -149,14 +158,17 @@ class Compilation:
 
     # ---- steps -----------------------------------------------------------------------
 
-    def record_step(self, trace: Any, label: str, qualname: str, *, within: str | None, named: bool = False) -> None:
+    def record_step(
+        self, trace: Any, label: str, qualname: str, *, within: str | None, named: bool = False,
+        pass_function: str | None = None,
+    ) -> None:
         """``trace`` was made (``named``: given its provenance) by ``qualname``; naming a known step relabels it."""
         known = self._by_trace.get(id(trace))
         if known is not None and known.ref() is trace:
             if named:
                 known.label, known.namer = label, qualname
             return
-        step = Step(trace, label, qualname, within)
+        step = Step(trace, label, qualname, within, pass_function)
         if named:
             step.namer = qualname
         self.steps.append(step)
@@ -174,6 +186,7 @@ class Compilation:
         """The compilation ended: the traces its passes read or returned are no longer kept alive."""
         self._kept = None
         self.differentiates = self.updates = self.grad_leaves = None
+        self.update_modes = {}
         self.retagged, self._retagged_proxies = {}, []
         self.call = None
 
@@ -217,14 +230,20 @@ class Compilation:
         if interpreted:
             program = interpreted[-1]
             self.updates = (program.names, updated_inputs(program))
+            self.update_modes = update_modes(program)
             self.refusing = {u.input for u in updated_under_grad(program, grad_enabled=self.grad_enabled, until=until)}
 
     def judges_gradients(self) -> bool:
         """Whether the gradients of the program the split differentiates are judged: not when eager refuses it at
         this call (it updates, with grad enabled, an input that is a leaf requiring grad, or a view of one)."""
+        return self.differentiates is not None and not (self.refusing and self.refusing & self.leaf_inputs())
+
+    def leaf_inputs(self) -> set[str]:
+        """The inputs that are, at this call, leaves requiring grad or views of one (by the prologues' names)."""
         leaves = self.grad_leaves
-        return self.differentiates is not None and not (self.refusing and leaves is not None and any(
-            v is True and n in self.refusing for p in self._prologues() for n, v in unpacked(p, *leaves).items()))
+        if leaves is None:
+            return set()
+        return {n for p in self._prologues() for n, v in unpacked(p, *leaves).items() if v is True}
 
     def interpreted(self, outputs: list[Any], *, since: int, maker: str) -> list[Any]:
         """The interpretation's computation traces (the only ones that still hold the grad-mode markers:

@@ -48,7 +48,7 @@ from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.checks import Violation, check_forward_backward, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
 from safe_tracectx.traces.torch_values import untranslated_values
-from safe_tracectx.traces.updated_inputs import dropped_updates
+from safe_tracectx.traces.updated_inputs import dropped_updates, wrong_update_modes
 
 __all__ = [
     "check_about_to_run", "check_interpreted", "hook_methods", "hooked_methods", "new_findings", "opaque", "replaced_methods",
@@ -67,9 +67,10 @@ def _maker(frame: FrameType | None) -> tuple[str, str] | None:
     return calling_code(frame, _LOOK_THROUGH, own_stops=True, through_constructors=True)
 
 
-def _within() -> str | None:
+def _within() -> tuple[str | None, str | None]:
+    """The pass running now: its label, and its function."""
     run = current_run.get()
-    return None if run is None else run.label
+    return (None, None) if run is None else (run.label, run.qualname)
 
 
 def _make_init(original: Callable[..., None]) -> Callable[..., None]:
@@ -80,7 +81,8 @@ def _make_init(original: Callable[..., None]) -> Callable[..., None]:
             return
         maker = _maker(sys._getframe(1))
         if maker is not None:
-            compilation.record_step(self, step_label(None, *maker), maker[0], within=_within())
+            within, function = _within()
+            compilation.record_step(self, step_label(None, *maker), maker[0], within=within, pass_function=function)
 
     return __init__
 
@@ -93,7 +95,9 @@ def _make_set_provenance(original: Callable[..., None]) -> Callable[..., None]:
             return
         maker = _maker(sys._getframe(1))
         if maker is not None:
-            compilation.record_step(self, step_label(provenance, *maker), maker[0], within=_within(), named=True)
+            within, function = _within()
+            compilation.record_step(
+                self, step_label(provenance, *maker), maker[0], within=within, named=True, pass_function=function)
 
     return set_provenance
 
@@ -168,7 +172,7 @@ def check_about_to_run(
     for violation in new:
         step = (_handover_culprit(compilation) if violation.kind == "handover-mismatch"
                 else _dropped_culprit(compilation, violation.name) if violation.kind == "gradient-dropped"
-                else _update_dropped_by(compilation, violation.name) if violation.kind == "update-dropped" else None)
+                else _first_form(compilation, violation, _forms_check.get(violation.kind)))
         errors.append(culprit_error(
             compilation, violation, trace, site, fallback=fallback, known=step,
             context=f"the trace about to run ({describe_trace(trace)}{maker}) has a program where ",
@@ -222,6 +226,7 @@ def _about_to_run(
     if compilations.checked_kind(trace):
         found = compilation.findings(trace, executed=True)[0]
     found += _program_updates_dropped(compilation, trace, backward=compilation.backward)
+    found += _program_update_modes(compilation, trace, backward=compilation.backward)
     if function is None:  # interpreted symbol by symbol: no program calls the symbols by their printed names
         found = [v for v in found if v.kind != "generated-code"]
         return found + _handover_about_to_run(compilation, trace)
@@ -275,11 +280,33 @@ def _runs_the_program(compilation: compilations.Compilation, trace: Any) -> bool
             and (trace.names is compilation.updates[0] or _side(compilation, trace) == "forward"))
 
 
-def _update_dropped_by(compilation: compilations.Compilation, name: str) -> compilations.Step | None:
-    """The first step whose form of the program drops the update of input ``name`` (violation path only)."""
+def _program_update_modes(
+    compilation: compilations.Compilation, trace: Any, backward: Any = None
+) -> list[Violation]:
+    """The program's updates of its inputs made with grad disabled that ``trace`` (a form of the program's
+    computation), or its ``backward``, writes with grad enabled into an input that is a leaf requiring grad."""
+    if not any(modes == {False} for modes in compilation.update_modes.values()) or compilation.updates is None:
+        return []
+    if not _runs_the_program(compilation, trace):
+        return []
+    return wrong_update_modes(trace, compilation.update_modes, compilation.leaf_inputs(), backward=backward)
+
+
+#: For the checks of forms of the program, the check of one form (no backward): its culprit is the first form
+#: that has the violation.
+_forms_check: Final = {"update-dropped": _program_updates_dropped, "update-grad-mode": _program_update_modes}
+
+
+def _first_form(
+    compilation: compilations.Compilation, violation: Violation,
+    check: Callable[[compilations.Compilation, Any], list[Violation]] | None,
+) -> compilations.Step | None:
+    """The first step whose form of the program has ``violation`` (violation path only)."""
+    if check is None:
+        return None
     for step in compilation.steps:
         trace = step.ref()
-        if trace is not None and any(v.name == name for v in _program_updates_dropped(compilation, trace)):
+        if trace is not None and any(v.name == violation.name for v in check(compilation, trace)):
             return step
     return None
 

@@ -41,10 +41,11 @@ from thunder.core.proxies import TensorProxy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.grad_mode import MARKER, marker_mode, tensor_outs, written
+from safe_tracectx.traces.gradient_flow import handed_on
 from safe_tracectx.traces.views import MULTIPLE_VIEWS, changes_nothing, takes_view
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["InputUpdate", "dropped_updates", "updated_inputs", "updated_under_grad"]
+__all__ = ["InputUpdate", "dropped_updates", "update_modes", "updated_inputs", "updated_under_grad", "wrong_update_modes"]
 
 #: Prims that write into their destination.
 _WRITING: Final = frozenset(filter(None, (PrimIDs.COPY_, getattr(PrimIDs, "COPY_WITH_SETITEM", None))))
@@ -106,6 +107,77 @@ def _updates(trace: Any, *, grad_enabled: bool, until: int | None, every_mode: b
         for out in tensor_outs(bsym):
             roots.setdefault(out.name, root)
     return list(found.values())
+
+
+def update_modes(trace: Any) -> dict[str, set[bool]]:
+    """Each argument of ``trace`` that a ``copy_`` (at any depth: the prim's, or an executor's in a trace about to
+    run) writes into, itself or through a view, -> the grad modes those copies carry (``grad_enabled``, which the
+    torch executor's ``copy_`` reads for eager's leaf rule; a Thunder whose ``copy_`` has none gives nothing)."""
+    roots = {p.name: p.name for p in getattr(trace, "args", None) or () if isinstance(p, TensorProxy)}
+    modes: dict[str, set[bool]] = {}
+    for bsym in trace.bound_symbols:
+        for into, mode in _copies(bsym):
+            if into in roots and isinstance(mode, bool):
+                modes.setdefault(roots[into], set()).add(mode)
+        if getattr(bsym.sym, "name", "") == "update_aliases":  # each alias under its next name (Thunder >= 0.2.4)
+            for alias, handed in handed_on(bsym):
+                if alias.name in roots:
+                    roots.setdefault(handed.name, roots[alias.name])
+            continue
+        targets = {roots[name] for name in written(bsym) if name in roots}
+        given = proxy_args(bsym)
+        root = (next(iter(targets)) if len(targets) == 1
+                else roots[given[0].name] if takes_view(bsym) and given and given[0].name in roots else None)
+        if root is not None:
+            for out in tensor_outs(bsym):
+                roots.setdefault(out.name, root)
+    return modes
+
+
+def _copies(bsym: Any) -> list[tuple[str, object]]:
+    """(destination, ``grad_enabled``) of each ``copy_`` in ``bsym``, at any depth."""
+    args = bsym.args
+    own: list[tuple[str, object]] = []
+    prim = getattr(bsym.sym, "id", None) == PrimIDs.COPY_ or (  # prims.copy_(src, dst), or an executor's
+        getattr(bsym.sym, "name", "") == "copy_" and not bsym.subsymbols)  # (ltorch.copy_(dst, src) decomposes)
+    if prim and len(args) > 1 and isinstance(args[1], TensorProxy):
+        own.append((args[1].name, (bsym.kwargs or {}).get("grad_enabled", args[2] if len(args) > 2 else None)))
+    return own + [c for sub in getattr(bsym, "subsymbols", ()) or () for c in _copies(sub)]
+
+
+def wrong_update_modes(
+    trace: Any, made: Mapping[str, set[bool]], leaves: set[str], *, backward: Any = None
+) -> list[Violation]:
+    """Each input of ``leaves`` (leaves requiring grad at the call) that ``trace`` (or its ``backward``) writes into
+    with grad enabled where the program made every update of it with grad disabled (``made``: the modes of the
+    interpretation's trace, :func:`update_modes`): the torch executor's ``copy_`` then refuses, with eager's leaf
+    error, an update eager PyTorch allows (``torch.no_grad()``: weight initialization, an optimizer's step)."""
+    later = update_modes(trace)
+    if backward is not None:
+        for name, modes in _backward_modes(backward, set(made)).items():
+            later.setdefault(name, set()).update(modes)
+    return [
+        Violation(
+            "update-grad-mode", name,
+            f"the program updates its input {name} in place with grad disabled, which eager PyTorch allows for a "
+            f"leaf that requires grad, as {name} is at this call; but here a copy_ writes the update into {name} "
+            "with grad_enabled=True (the mode of the compile, not the update's), so the torch executor's copy_ "
+            "refuses it with eager's leaf error: the program fails where eager runs",
+            f"input {name}",
+        )
+        for name in sorted(made)
+        if name in leaves and made[name] == {False} and True in later.get(name, ())
+    ]
+
+
+def _backward_modes(backward: Any, inputs: set[str]) -> dict[str, set[bool]]:
+    """The grad modes of the copies a backward makes into what it is handed under an input's forward name."""
+    modes: dict[str, set[bool]] = {}
+    for bsym in backward.bound_symbols:
+        for into, mode in _copies(bsym):
+            if into in inputs and isinstance(mode, bool):
+                modes.setdefault(into, set()).add(mode)
+    return modes
 
 
 def dropped_updates(

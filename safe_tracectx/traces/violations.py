@@ -54,6 +54,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "gradient-skips-update": BrokenTraceError,
     "leaf-updated-in-place": BrokenTraceError,
     "update-dropped": BrokenTraceError,
+    "update-grad-mode": BrokenTraceError,
     "gained-requires-grad": BrokenTraceError,
 }
 
