@@ -168,7 +168,8 @@ FIXES: Final[dict[str, str]] = {
     "(`x.add_(...)`), or read the updated view's result in what the function returns",
     "update-grad-mode": "write an update back with the grad mode of the copy_ it replaces (a copy_ made under "
     "torch.no_grad() keeps grad_enabled=False: Thunder's alias updating, #2052, keeps the update's own copy_); "
-    "until Thunder is fixed, update the leaf itself rather than a view of it under torch.no_grad()",
+    "until Thunder is fixed, make the update outside the jitted function (where an update of a view is what is "
+    "written back, updating the leaf itself keeps the update's copy_)",
     "gained-requires-grad": "give each output the gradient history eager PyTorch gives it: mark the outputs Dynamo's "
     "example values give no grad_fn non-differentiable (ctx.mark_non_differentiable in ThunderFunction.forward, "
     "Thunder's fix of #2348); in your own code, detach the value before returning or storing it",

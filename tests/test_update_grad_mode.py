@@ -38,6 +38,18 @@ def step(p: T, w: T) -> T:
     return w * p.detach()
 
 
+def view_step(p: T, w: T) -> T:
+    with torch.no_grad():
+        p.view(-1).mul_(2)  # through a view: the executor's Tensor.view in the trace about to run
+    return w * p.detach()
+
+
+def slice_step(p: T, w: T) -> T:
+    with torch.no_grad():
+        p[1:].mul_(2)
+    return w * p.detach()
+
+
 def step_with_grad(p: T, w: T) -> T:
     p = p * 1
     p.mul_(2)
@@ -60,7 +72,7 @@ class CopiesWithGrad(Transform):
 
 
 def _inputs(p_grad: bool = True) -> tuple[T, T]:
-    return torch.ones(3, requires_grad=p_grad), torch.ones(3, requires_grad=True)
+    return torch.ones(2, 3, requires_grad=p_grad), torch.ones(2, 3, requires_grad=True)
 
 
 def test_plain_thunder_refuses_the_update_eager_allows_once_the_mode_is_changed() -> None:
@@ -70,21 +82,27 @@ def test_plain_thunder_refuses_the_update_eager_allows_once_the_mode_is_changed(
         thunder.jit(step, transforms=[CopiesWithGrad()])(*_inputs())
 
 
-def test_strict_raises_before_the_program_runs_naming_the_leaf_and_the_step() -> None:
+@pytest.mark.parametrize("function", [step, view_step, slice_step])
+def test_strict_raises_before_the_program_runs_naming_the_leaf_and_the_step(function: Any) -> None:
+    function(*_inputs())  # eager runs it
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        thunder.jit(function, transforms=[CopiesWithGrad()])(*_inputs())
     p, w = _inputs()
     with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
-        thunder.jit(step, transforms=[CopiesWithGrad()])(p, w)
+        thunder.jit(function, transforms=[CopiesWithGrad()])(p, w)
     error = raised.value
     assert error.kind == KIND and error.names == ("p",)
     assert "with grad disabled" in str(error) and "grad_enabled=True" in str(error)
     assert "write an update back with the grad mode of the copy_ it replaces" in str(error)
     assert error.culprit is not None and "CopiesWithGrad" in error.culprit[1]
-    assert torch.equal(p.detach(), torch.ones(3))  # reported before the program ran
+    assert torch.equal(p.detach(), torch.ones(2, 3))  # reported before the program ran
     assert torch.is_grad_enabled()
 
 
 @pytest.mark.parametrize(("function", "p_grad", "transforms"), [
     (step, True, False),  # Thunder keeps the update's mode
+    (view_step, True, False),
+    (slice_step, True, False),
     (step, False, True),  # p requires no grad: the executor's copy_ refuses nothing
     (step_with_grad, True, True),  # the update was made with grad enabled (p is not a leaf there)
 ])

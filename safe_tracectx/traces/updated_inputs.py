@@ -42,7 +42,7 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.grad_mode import MARKER, marker_mode, tensor_outs, written
 from safe_tracectx.traces.gradient_flow import handed_on
-from safe_tracectx.traces.views import MULTIPLE_VIEWS, changes_nothing, takes_view
+from safe_tracectx.traces.views import MULTIPLE_VIEWS, changes_nothing, takes_view, takes_view_at_any_stage
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["InputUpdate", "dropped_updates", "update_modes", "updated_inputs", "updated_under_grad", "wrong_update_modes"]
@@ -127,7 +127,8 @@ def update_modes(trace: Any) -> dict[str, set[bool]]:
         targets = {roots[name] for name in written(bsym) if name in roots}
         given = proxy_args(bsym)
         root = (next(iter(targets)) if len(targets) == 1
-                else roots[given[0].name] if takes_view(bsym) and given and given[0].name in roots else None)
+                else roots[given[0].name] if given and given[0].name in roots and takes_view_at_any_stage(bsym)
+                else None)
         if root is not None:
             for out in tensor_outs(bsym):
                 roots.setdefault(out.name, root)

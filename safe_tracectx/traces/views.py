@@ -29,10 +29,13 @@ import torch
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 
-from safe_tracectx.traces.bound_proxies import proxy_args
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import tensor_outs
 
-__all__ = ["BY_ONE", "COVERING", "MULTIPLE_VIEWS", "NOT_A_VIEW", "SEVERAL_VIEWS", "changes_nothing", "covering", "takes_view"]
+__all__ = [
+    "BY_ONE", "COVERING", "MULTIPLE_VIEWS", "NOT_A_VIEW", "SEVERAL_VIEWS", "changes_nothing", "covering", "takes_view",
+    "takes_view_at_any_stage",
+]
 
 #: In-place updates that change nothing when their second argument is the number 1 (``a *= 1``, ``a.pow_(1)``).
 BY_ONE: Final = frozenset({"mul_", "div_", "true_divide_", "pow_"})
@@ -66,6 +69,16 @@ def takes_view(bsym: Any) -> bool:
     name = getattr(bsym.sym, "name", "")
     return (bsym.sym in _view_symbols() and (name not in NOT_A_VIEW or _same_tensor(bsym)) and not _indexed(bsym)
             and not (name == "view" and any(isinstance(a, dtypes.dtype | torch.dtype) for a in bsym.args[1:])))
+
+
+def takes_view_at_any_stage(bsym: Any) -> bool:
+    """:func:`takes_view`, also of a symbol an executor claimed (``Tensor.view``, ``Tensor.__getitem__``), read through
+    the one symbol it stands for (its only subsymbol, with its outputs)."""
+    if takes_view(bsym):
+        return True
+    subs = getattr(bsym, "subsymbols", None) or ()
+    return (len(subs) == 1 and [p.name for p in proxy_outs(subs[0])] == [p.name for p in proxy_outs(bsym)]
+            and takes_view(subs[0]))
 
 
 @functools.cache
