@@ -76,7 +76,7 @@ def takes_view_at_any_stage(bsym: Any) -> bool:
     the one symbol it stands for (its only subsymbol, with its outputs)."""
     if takes_view(bsym):
         return True
-    subs = getattr(bsym, "subsymbols", None) or ()
+    subs: list[Any] = list(getattr(bsym, "subsymbols", None) or ())
     return (len(subs) == 1 and [p.name for p in proxy_outs(subs[0])] == [p.name for p in proxy_outs(bsym)]
             and takes_view(subs[0]))
 
