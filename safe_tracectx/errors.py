@@ -69,6 +69,7 @@ TraceCheck = Literal[
     "leaf-updated-in-place",
     "update-dropped",
     "update-grad-mode",
+    "update-wrong-value",
     "gained-requires-grad",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
@@ -170,6 +171,9 @@ FIXES: Final[dict[str, str]] = {
     "torch.no_grad() keeps grad_enabled=False: Thunder's alias updating, #2052, keeps the update's own copy_); "
     "until Thunder is fixed, make the update outside the jitted function (where an update of a view is what is "
     "written back, updating the leaf itself keeps the update's copy_)",
+    "update-wrong-value": "write an update of a view back through the view itself, or through the inverse of "
+    "the view chain (a transpose back; reshape undoes only view, reshape and flatten), as Thunder's alias updating "
+    "does from #2052 on; until Thunder is fixed, update the input itself, not a view of it",
     "gained-requires-grad": "give each output the gradient history eager PyTorch gives it: mark the outputs Dynamo's "
     "example values give no grad_fn non-differentiable (ctx.mark_non_differentiable in ThunderFunction.forward, "
     "Thunder's fix of #2348); in your own code, detach the value before returning or storing it",

@@ -26,7 +26,8 @@ from safe_tracectx._support.callsite import CallSite, SiteKey, find_site_key
 from safe_tracectx._support.labels import describe_trace
 
 __all__ = [
-    "Event", "EventKind", "ProxySink", "current_pass", "emit", "naming_hooked", "proxy_created", "proxy_sinks", "sinks",
+    "Event", "EventKind", "ProxySink", "current_pass", "emit", "naming_hooked", "own_work", "proxy_created", "proxy_sinks",
+    "sinks",
 ]
 
 EventKind = Literal["proxy_created", "proxy_traceless", "trace_set", "trace_reset", "violation", "pass_run"]
@@ -48,6 +49,8 @@ class _Switch:
 #: On while the hooks are in place (set by ``hooks.installer``): the proxy naming hook records each proxy it names,
 #: and a compiled backward the hooks wrapped (``hooks.backward_calls``) checks its saved values.
 naming_hooked: Final[_Switch] = _Switch()
+#: True in a context where this package runs Thunder for itself (``hooks.replay``): nothing there is an event.
+own_work: Final[ContextVar[bool]] = ContextVar("safe_tracectx.own_work", default=False)
 #: The rematerialization pass running now in this context (None: outside every audited pass).
 current_pass: Final[ContextVar[str | None]] = ContextVar("safe_tracectx.current_pass", default=None)
 
@@ -71,7 +74,7 @@ class Event:
 
 def emit(kind: EventKind, /, *, trace: object, site: CallSite | None = None, **detail: Any) -> None:
     """Send an event to every sink (nothing to do when there is none)."""
-    if not sinks:
+    if not sinks or own_work.get():
         return
     event = Event(
         kind=kind,
@@ -89,7 +92,7 @@ def emit(kind: EventKind, /, *, trace: object, site: CallSite | None = None, **d
 def proxy_created(trace: object, name: str, *, via: str | None = None) -> None:
     """Tell every proxy sink that ``name`` was made in ``trace``, at the caller's call site (``via``: by which
     of the package's wrappers, if one)."""
-    if not proxy_sinks:
+    if not proxy_sinks or own_work.get():
         return
     site = find_site_key(sys._getframe(1))
     thread = threading.current_thread().name

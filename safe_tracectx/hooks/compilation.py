@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import torch
 
+from safe_tracectx.hooks.step_record import Step
 from safe_tracectx.traces.call_inputs import Region, call_grad_leaves, call_storages, storage_keys, unpacked
 from safe_tracectx.traces.updated_inputs import update_modes, updated_inputs, updated_under_grad
 from safe_tracectx.traces.checks import Violation, trace_findings
@@ -44,45 +45,11 @@ __all__ = ["Compilation", "Step", "checked_kind", "current", "end", "is_backward
 _current: Final[ContextVar[Compilation | None]] = ContextVar("safe_tracectx.compilation", default=None)
 
 
-class Step:
-    """A trace one step of the compilation made: who made it, who named it (its provenance), inside which pass."""
-
-    __slots__ = ("ref", "label", "maker", "namer", "within", "pass_function")
-
-    def __init__(self, trace: Any, label: str, maker: str, within: str | None, pass_function: str | None = None) -> None:
-        self.ref = weakref.ref(trace)
-        self.label = label
-        #: The function that made the trace; the one that gave it its provenance, if another.
-        self.maker = maker
-        self.namer: str | None = None
-        #: The label of the pass running when it was made, and that pass's function.
-        self.within = within
-        self.pass_function = pass_function
-
-    @property
-    def qualname(self) -> str:
-        """The maker (and namer), and the pass it ran inside when that is another function (a pass's helper)."""
-        made = self.maker if self.namer in (None, self.maker) else f"{self.maker}, named by {self.namer}"
-        function = self.pass_function
-        inside = function is not None and all(function.rsplit(".", 1)[-1] != (f or "").rsplit(".", 1)[-1]
-                                              for f in (self.maker, self.namer))  # one function, re-exported
-        return f"{made}, inside {function}" if inside else made
-
-    @property
-    def culprit(self) -> tuple[str, str]:
-        """(label, qualname) as reports name the culprit."""
-        return self.label, self.qualname
-
-    def describe(self) -> str:
-        inside = f", inside {self.within}" if self.within and self.within != self.label else ""
-        return f"{self.label} ({self.qualname}){inside}"
-
-
 class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "inference", "differentiates", "updates", "update_modes", "refusing", "grad_leaves", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "grad_enabled", "inference", "differentiates", "updates", "update_modes", "program", "refusing", "grad_leaves", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
                  "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
@@ -104,6 +71,8 @@ class Compilation:
         self.updates: tuple[Any, dict[str, Any]] | None = None
         #: The grad modes of the program's copies into each input it updates (``traces.updated_inputs.update_modes``).
         self.update_modes: dict[str, set[bool]] = {}
+        #: The interpretation's trace, while it updates an input (replayed by ``hooks.replay``).
+        self.program: Any = None
         #: The inputs updated with grad enabled; the call's tensors as whether each is a leaf requiring grad.
         self.refusing: set[str] = set()
         self.grad_leaves: tuple[tuple[Any, ...], dict[str, Any]] | None = None
@@ -186,7 +155,7 @@ class Compilation:
         """The compilation ended: the traces its passes read or returned are no longer kept alive."""
         self._kept = None
         self.differentiates = self.updates = self.grad_leaves = None
-        self.update_modes = {}
+        self.update_modes, self.program = {}, None
         self.retagged, self._retagged_proxies = {}, []
         self.call = None
 
@@ -231,6 +200,7 @@ class Compilation:
             program = interpreted[-1]
             self.updates = (program.names, updated_inputs(program))
             self.update_modes = update_modes(program)
+            self.program = program if self.updates[1] else None
             self.refusing = {u.input for u in updated_under_grad(program, grad_enabled=self.grad_enabled, until=until)}
 
     def judges_gradients(self) -> bool:
@@ -353,6 +323,11 @@ def _running(extent: tuple[Any, int], frame: FrameType | None) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def leave_all() -> None:
+    """No compilation is current in this context (a copied one, where this package runs Thunder for itself)."""
+    _current.set(None)
 
 
 def current() -> Compilation | None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from thunder.core.trace import TraceCtx
 
+from safe_tracectx._support import events
 from safe_tracectx._support.callsite import find_call_site
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.errors import TraceContextError
@@ -104,7 +105,7 @@ def _thunder_checks_traces() -> bool:
 def report(error: TraceContextError) -> None:
     """Act on ``error`` per the policy; a use before definition is left to Thunder's own trace checker when the
     user turned it on (it stops at the same trace, with the error the user asked for), and only recorded."""
-    if action_for(error) == "off":
+    if action_for(error) == "off" or events.own_work.get():
         return
     if error.kind == "use-before-definition" and _thunder_checks_traces():
         record(error, "left to Thunder's check_traces")

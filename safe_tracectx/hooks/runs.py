@@ -165,6 +165,8 @@ def run_pass(
     starts_compilation: bool = False, preconditions: tuple[Precondition, ...] = (),
 ) -> Any:
     """``original(*args, **kwargs)`` run as a pass (see :class:`PassRun`)."""
+    if events.own_work.get():  # this package's own replay of a trace: not the user's compilation
+        return original(*args, **kwargs)
     inputs = (*args, *kwargs.values())
     run = PassRun(
         label, qualname, kind, inputs, role=role, pair=pair, owner=owner, traced_only=traced_only,

@@ -42,13 +42,13 @@ from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.backward_calls import guarded_backward
+from safe_tracectx.hooks.program_updates import first_form, side_of, updates_about_to_run
 from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.checks import Violation, check_forward_backward, check_handover
 from safe_tracectx.traces.generated_code import undefined_globals
 from safe_tracectx.traces.torch_values import untranslated_values
-from safe_tracectx.traces.updated_inputs import dropped_updates, wrong_update_modes
 
 __all__ = [
     "check_about_to_run", "check_interpreted", "hook_methods", "hooked_methods", "new_findings", "opaque", "replaced_methods",
@@ -172,7 +172,7 @@ def check_about_to_run(
     for violation in new:
         step = (_handover_culprit(compilation) if violation.kind == "handover-mismatch"
                 else _dropped_culprit(compilation, violation.name) if violation.kind == "gradient-dropped"
-                else _first_form(compilation, violation, _forms_check.get(violation.kind)))
+                else first_form(compilation, violation))
         errors.append(culprit_error(
             compilation, violation, trace, site, fallback=fallback, known=step,
             context=f"the trace about to run ({describe_trace(trace)}{maker}) has a program where ",
@@ -225,8 +225,7 @@ def _about_to_run(
     found: list[Violation] = []
     if compilations.checked_kind(trace):
         found = compilation.findings(trace, executed=True)[0]
-    found += _program_updates_dropped(compilation, trace, backward=compilation.backward)
-    found += _program_update_modes(compilation, trace, backward=compilation.backward)
+    found += updates_about_to_run(compilation, trace, function if by_jit else None)
     if function is None:  # interpreted symbol by symbol: no program calls the symbols by their printed names
         found = [v for v in found if v.kind != "generated-code"]
         return found + _handover_about_to_run(compilation, trace)
@@ -248,7 +247,7 @@ def _about_to_run(
 
 def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCtx) -> list[Violation]:
     """Once both the forward and the backward are about to run: what the one saves, the other must unpack."""
-    side = _side(compilation, trace)
+    side = side_of(compilation, trace)
     if side is None:
         return []
     compilation.running[side] = trace
@@ -261,65 +260,6 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
     if compilation.judges_gradients():  # a step after the split may have dropped a gradient
         found += dropped_gradients(compilation.differentiates, fw, bw, grad_enabled=compilation.grad_enabled)
     return found
-
-
-def _program_updates_dropped(
-    compilation: compilations.Compilation, trace: Any, backward: Any = None
-) -> list[Violation]:
-    """The program's updates of its inputs that ``trace`` drops, if it is a form of the program's computation (the
-    interpretation's trace, or the forward of the split), not a backward, a prologue or a fusion region's; with its
-    ``backward``, those neither writes (the split may move an update into the backward)."""
-    if compilation.updates is None or not compilation.updates[1] or not _runs_the_program(compilation, trace):
-        return []
-    return dropped_updates(trace, compilation.updates[1], compilation.storages(), backward=backward)
-
-
-def _runs_the_program(compilation: compilations.Compilation, trace: Any) -> bool:
-    assert compilation.updates is not None
-    return (compilations.checked_kind(trace) and not compilations.is_backward(trace)
-            and (trace.names is compilation.updates[0] or _side(compilation, trace) == "forward"))
-
-
-def _program_update_modes(
-    compilation: compilations.Compilation, trace: Any, backward: Any = None
-) -> list[Violation]:
-    """The program's updates of its inputs made with grad disabled that ``trace`` (a form of the program's
-    computation), or its ``backward``, writes with grad enabled into an input that is a leaf requiring grad."""
-    if not any(modes == {False} for modes in compilation.update_modes.values()) or compilation.updates is None:
-        return []
-    if not _runs_the_program(compilation, trace):
-        return []
-    return wrong_update_modes(trace, compilation.update_modes, compilation.leaf_inputs(), backward=backward)
-
-
-#: For the checks of forms of the program, the check of one form (no backward): its culprit is the first form
-#: that has the violation.
-_forms_check: Final = {"update-dropped": _program_updates_dropped, "update-grad-mode": _program_update_modes}
-
-
-def _first_form(
-    compilation: compilations.Compilation, violation: Violation,
-    check: Callable[[compilations.Compilation, Any], list[Violation]] | None,
-) -> compilations.Step | None:
-    """The first step whose form of the program has ``violation`` (violation path only)."""
-    if check is None:
-        return None
-    for step in compilation.steps:
-        trace = step.ref()
-        if trace is not None and any(v.name == violation.name for v in check(compilation, trace)):
-            return step
-    return None
-
-
-def _side(compilation: compilations.Compilation, trace: TraceCtx) -> str | None:
-    """Which side of the compilation's forward/backward pair ``trace`` is a later form of (sharing its names set),
-    if any: a fusion region's trace or another compilation's is neither."""
-    fw, bw = compilation.forward, compilation.backward
-    if fw is None or bw is None:
-        return None
-    if trace.names is not fw.names and trace.names is not bw.names and trace not in (fw, bw):
-        return None
-    return "backward" if compilations.is_backward(trace) else "forward"
 
 
 def _check_evaluated(trace: Any) -> None:

@@ -55,6 +55,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "leaf-updated-in-place": BrokenTraceError,
     "update-dropped": BrokenTraceError,
     "update-grad-mode": BrokenTraceError,
+    "update-wrong-value": BrokenTraceError,
     "gained-requires-grad": BrokenTraceError,
 }
 

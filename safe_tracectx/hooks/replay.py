@@ -1,0 +1,168 @@
+"""What a program leaves in the inputs it updates in place, replayed against the trace the interpretation made.
+
+The interpretation's trace is the program as the user wrote it, in-place updates and
+views included. A later step may rewrite how an update reaches the input (functionalization
+wrote a transposed view's update back into its base by ``reshape``, #2052), and every name
+can still be defined: only the values tell. So, for a program that updates its inputs, the
+trace about to run and the interpretation's trace (made executable by Thunder's own
+``transform_for_execution`` with the torch and Python executors) are run on the same random
+inputs, and each updated input must end alike (``update-wrong-value``). The replay is this
+package's own work: the hooks let it pass (``events.own_work``), and nothing of it is
+reported, counted or audited::
+
+    >>> import torch
+    >>> from safe_tracectx.hooks.replay import differs
+    >>> differs(torch.ones(3), torch.ones(3)), differs(torch.ones(3), torch.zeros(3))
+    (False, True)
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+import torch
+from thunder.core.prims import OpTags
+from thunder.core.proxies import NumberProxy, TensorProxy
+
+from safe_tracectx._support import events
+from safe_tracectx.hooks import compilation as compilations
+from safe_tracectx.hooks.runs import current_run
+from safe_tracectx.traces.violations import Violation
+
+__all__ = ["differs", "own_work", "wrong_update_values"]
+
+R = TypeVar("R")
+_RANDOM: Final = getattr(OpTags, "RANDOM_OP", None)
+#: (rtol, atol) by dtype: a fusion may round otherwise than the torch executor; a wrong write-back is far off.
+_LOW_PRECISION: Final = (torch.float16, torch.bfloat16)
+
+
+def own_work(function: Callable[..., R], *args: Any) -> R:
+    """``function(*args)`` in a copy of this context where this package runs Thunder for itself: no compilation,
+    pass or event of the user's, and nothing reported."""
+    def run() -> R:
+        events.own_work.set(True)
+        events.current_pass.set(None)
+        current_run.set(None)
+        compilations.leave_all()
+        return function(*args)
+
+    return contextvars.copy_context().run(run)
+
+
+def wrong_update_values(
+    program: Any, trace: Any, function: Callable[..., Any] | None, updated: Mapping[str, Any],
+) -> list[Violation]:
+    """Each input of ``updated`` (the program's in-place updates, by input name) that ``trace`` (run as
+    ``function``, or made executable here) leaves other than ``program`` (the interpretation's trace) does, both
+    replayed on the same random inputs; nothing when either cannot be replayed (a random op, an input that is
+    not a CPU tensor or a number, a program that fails on random values)."""
+    inputs = _random_inputs(program)
+    if inputs is None or _random(program) or _random(trace):
+        return []
+    expected = own_work(_replay, program, None, inputs)
+    got = own_work(_replay, trace, function, inputs) if expected is not None else None
+    if expected is None or got is None:
+        return []
+    found = []
+    for name in sorted(updated):
+        if name in expected and name in got and differs(got[name], expected[name]):
+            a, b = got[name], expected[name]
+            wrong = int((~torch.isclose(a, b, *_tolerance(a), equal_nan=True)).sum()) if a.shape == b.shape else a.numel()
+            found.append(Violation(
+                "update-wrong-value", name,
+                f"replayed on the same random inputs, it leaves other values in the program's input {name}, which "
+                f"the program updates in place, than the trace the interpretation made does ({wrong} of "
+                f"{b.numel()} elements differ): the call leaves the caller's {name} other than eager PyTorch "
+                "does, silently",
+                f"input {name}",
+            ))
+    return found
+
+
+def differs(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` holds other values than ``b`` (beyond rounding; NaN where the other has NaN is alike)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return True
+    if a.is_floating_point() or a.is_complex():
+        return not torch.allclose(a, b, *_tolerance(a), equal_nan=True)
+    return not torch.equal(a, b)
+
+
+def _tolerance(a: torch.Tensor) -> tuple[float, float]:
+    return (1e-2, 1e-2) if a.dtype in _LOW_PRECISION else (1e-4, 1e-4)
+
+
+def _random_inputs(program: Any) -> dict[str, Any] | None:
+    """A value for each argument of ``program`` by name (floating tensors random, others zeros), or None."""
+    generator = torch.Generator().manual_seed(0)
+    values: dict[str, Any] = {}
+    for arg in getattr(program, "args", None) or ():
+        if isinstance(arg, TensorProxy):
+            if str(arg.device.type) != "cpu":
+                return None
+            try:
+                shape = tuple(int(d) for d in arg.shape)
+                dtype = _torch_dtype(arg.dtype)
+            except (TypeError, ValueError):  # a symbolic shape
+                return None
+            if dtype.is_floating_point or dtype.is_complex:
+                values[arg.name] = torch.randn(shape, generator=generator, dtype=dtype)
+            else:
+                values[arg.name] = torch.zeros(shape, dtype=dtype)
+        elif isinstance(arg, NumberProxy):
+            value = getattr(arg, "value", None)
+            if value is None:
+                return None
+            values[arg.name] = value
+        else:
+            return None
+    return values
+
+
+def _torch_dtype(dtype: Any) -> torch.dtype:
+    from thunder.core.dtypes import to_torch_dtype
+
+    result = to_torch_dtype(dtype)
+    if result is None:
+        raise TypeError(f"no torch dtype for {dtype}")
+    return result
+
+
+def _random(trace: Any) -> bool:
+    """Whether ``trace`` draws random numbers (at any depth): replays would differ."""
+    def draws(bsym: Any) -> bool:
+        tags = getattr(bsym.sym, "tags", None) or ()
+        return _RANDOM in tags or any(draws(s) for s in getattr(bsym, "subsymbols", ()) or ())
+    return _RANDOM is not None and any(draws(b) for b in trace.bound_symbols)
+
+
+def _replay(trace: Any, function: Callable[..., Any] | None, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Each argument of ``trace`` as running it (``function``, or its torch execution) leaves it, by name; None if
+    it cannot run."""
+    names = [str(getattr(a, "name", "")) for a in getattr(trace, "args", None) or ()]
+    if any(n not in inputs for n in names):
+        return None
+    given = [inputs[n].clone() if isinstance(inputs[n], torch.Tensor) else inputs[n] for n in names]
+    try:
+        run = function if function is not None else _executable(trace)
+        with torch.no_grad():
+            run(*given)
+    except Exception:  # noqa: BLE001 - a program that fails on random values, or a form Thunder cannot execute
+        return None
+    return {n: v for n, v in zip(names, given) if isinstance(v, torch.Tensor)}
+
+
+def _executable(trace: Any) -> Callable[..., Any]:
+    """``trace`` as Thunder runs it with the torch and Python executors only."""
+    from thunder.executors.passes import transform_for_execution
+    from thunder.extend import get_executor
+
+    executors = [e for e in (get_executor("torch"), get_executor("python")) if e is not None]
+    executed = transform_for_execution(trace, executors)
+    if isinstance(executed, list | tuple):
+        executed = executed[-1]
+    function: Callable[..., Any] = executed.python_callable()
+    return function

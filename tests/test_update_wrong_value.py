@@ -1,0 +1,173 @@
+"""update-wrong-value: a step makes the program leave other values in an input it updates in place.
+
+The interpretation's trace and the trace about to run are replayed on the same random
+inputs (``hooks.replay``). Before #2052 functionalization wrote the update of a transposed
+view back into its base by ``reshape`` (history case pr2052-transpose); here a Transform
+breaks a write-back of Thunder 0.2.6 (each ``copy_`` writes its destination into itself,
+so the update is lost though the write is still there), and eager PyTorch is the oracle.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from safe_tracectx import STRICT, BrokenTraceError, use_policy
+from safe_tracectx.hooks import audit, installed, program_updates
+from safe_tracectx.hooks.replay import differs, own_work
+from safe_tracectx._support import events
+from safe_tracectx.policy import AUDIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+    from thunder.core.trace import TraceCtx, from_trace
+    from thunder.core.transform_common import Transform
+
+T = torch.Tensor
+KIND = "update-wrong-value"
+
+
+class WritesBackNothing(Transform):
+    """Each ``copy_`` of the forward copies its destination into itself: the write stays, the update is lost."""
+
+    def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs: Any) -> TraceCtx:
+        trace = computation_trace
+        if trace.siginfo().name == "backward_fn":
+            return trace
+        new = from_trace(trace)
+        new.bound_symbols = [
+            b.from_bsym(args=(b.args[1], *b.args[1:])) if b.sym.name == "copy_" else b for b in trace.bound_symbols
+        ]
+        return new
+
+
+def scaled(x: T) -> T:
+    x.mul_(2)
+    return x + 1
+
+
+def transposed(x: T) -> T:
+    x.t().mul_(2)
+    return x.sum(0)
+
+
+def row(x: T) -> T:
+    x[0].add_(1)
+    return x * 3
+
+
+def cache_row(cache: T, k: T) -> T:
+    cache[1].copy_(k[0])
+    return cache.sum(1)
+
+
+def index_copied(x: T) -> T:
+    x.index_copy_(0, torch.tensor([1]), torch.ones(1, 3))
+    return x.exp()
+
+
+def swapped(x: T) -> T:
+    y = x.swapaxes(0, 1)
+    y.sub_(1)
+    return x + 1
+
+
+def noisy(x: T) -> T:
+    x.add_(torch.rand_like(x))  # random: two replays would differ, so it is not judged
+    return x * 2
+
+
+PROGRAMS: list[Callable[..., T]] = [scaled, transposed, row, cache_row, index_copied, swapped]
+
+
+def _inputs(function: Callable[..., T]) -> tuple[T, ...]:
+    generator = torch.Generator().manual_seed(1)
+    if function is cache_row:
+        return torch.zeros(3, 3), torch.randn(2, 3, generator=generator)
+    return (torch.randn(2, 3, generator=generator),)
+
+
+def _ours(log: Any) -> list[Any]:
+    return [v for v in log.to_dict()["violations"] if v["kind"] == KIND]
+
+
+@pytest.mark.parametrize("function", PROGRAMS, ids=lambda f: f.__name__)
+def test_silent_where_thunder_updates_the_input_as_eager(function: Callable[..., T]) -> None:
+    eager, plain, audited = _inputs(function), _inputs(function), _inputs(function)
+    function(*eager)
+    thunder.jit(function)(*plain)
+    assert all(torch.allclose(a, b) for a, b in zip(eager, plain))
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(function)(*audited)
+    assert _ours(log) == []
+
+
+@pytest.mark.parametrize("function", PROGRAMS, ids=lambda f: f.__name__)
+def test_strict_raises_before_the_program_runs_where_a_step_loses_the_update(function: Callable[..., T]) -> None:
+    eager, plain = _inputs(function), _inputs(function)
+    function(*eager)
+    thunder.jit(function, transforms=[WritesBackNothing()])(*plain)
+    assert not torch.allclose(eager[0], plain[0])  # plain Thunder leaves the caller's input as it was, silently
+    given = _inputs(function)
+    before = given[0].clone()
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
+        thunder.jit(function, transforms=[WritesBackNothing()])(*given)
+    error = raised.value
+    assert error.kind == KIND and error.names == (function.__code__.co_varnames[0],)  # the parameter's name
+    assert "replayed on the same random inputs" in str(error) and "elements differ" in str(error)
+    assert "write an update of a view back through the view itself" in str(error)
+    assert error.culprit is not None and "WritesBackNothing" in error.culprit[1]
+    assert torch.equal(given[0], before)  # reported before the program ran: the input untouched
+
+
+def test_a_program_that_draws_random_numbers_is_not_judged() -> None:
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(noisy, transforms=[WritesBackNothing()])(torch.zeros(2, 3))
+    assert _ours(log) == []
+
+
+def test_inputs_sharing_storage_are_not_judged() -> None:
+    def both(a: T, b: T) -> T:
+        a.mul_(2)
+        return b + 1
+
+    x = torch.randn(2, 3)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(both, transforms=[WritesBackNothing()])(x, x)
+    assert _ours(log) == []
+
+
+def test_the_replay_is_not_in_the_audit(monkeypatch: pytest.MonkeyPatch) -> None:
+    def passes_run(replaying: bool) -> list[str]:
+        if not replaying:
+            monkeypatch.setattr(program_updates, "_program_update_values", lambda *a, **k: [])
+        with audit() as log, use_policy(AUDIT):
+            thunder.jit(transposed)(torch.randn(2, 3))
+        monkeypatch.undo()
+        document = log.to_dict()
+        return [run["label"] for run in document["pass_runs"]]
+
+    assert passes_run(True) == passes_run(False)
+
+
+def test_own_work_emits_nothing_and_leaves_the_context_as_it_was() -> None:
+    seen: list[Any] = []
+    events.sinks.append(seen.append)
+    try:
+        own_work(lambda: events.emit("trace_set", trace=None))
+        assert seen == [] and events.own_work.get() is False
+        events.emit("trace_set", trace=None)
+        assert len(seen) == 1
+    finally:
+        events.sinks.remove(seen.append)
+
+
+def test_differs_allows_rounding_and_nan_alike() -> None:
+    a = torch.tensor([1.0, float("nan")])
+    assert not differs(a, a + 1e-6) and differs(a, a + 1) and differs(a, a.double())
+    assert not differs(torch.tensor([1, 2]), torch.tensor([1, 2])) and differs(torch.tensor([1]), torch.tensor([2]))
