@@ -117,3 +117,15 @@ def test_an_output_that_gained_a_gradient_history_is_reported_naming_its_node() 
     assert error.names == tuple(name for name, flag in flags if flag is False)
     assert "thunder_0 returns" in str(error) and "requiring grad" in str(error)
     assert error.culprit is not None and "connect_to_autograd" in error.culprit[1]
+
+
+def test_one_call_whose_outputs_match_eagers_answers_for_its_cache_entry() -> None:
+    module = _split_module()
+    flags = eager_requires_grad(module) or []
+    check = _Outputs("thunder_0")
+    assert not check.reported
+    check(Call(None, None, module, (), tuple(torch.ones(2, requires_grad=bool(flag)) for _, flag in flags)))
+    assert check.reported  # call_ends asks a reported check no more: later calls cost nothing
+    unmatched = _Outputs("thunder_0")
+    unmatched(Call(None, None, module, (), tuple(torch.ones(2) for _ in flags[:-1])))
+    assert not unmatched.reported  # outputs not one for one answer nothing
