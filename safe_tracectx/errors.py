@@ -71,6 +71,7 @@ TraceCheck = Literal[
     "update-grad-mode",
     "update-wrong-value",
     "gained-requires-grad",
+    "cache-entry-reused",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -189,6 +190,12 @@ FIXES: Final[dict[str, str]] = {
     "so (detach, torch.no_grad); until Thunder is fixed, compute the value another way (index_put's values through "
     "scatter or a differentiable mask, an in-place update of an input as an out-of-place op)",
     "gradient-skips-update": "do not read an alias taken before an in-place update after it: take the view again after the update (`a.mul_(2); b = a.view(3)`); when the update goes through a view and the base is read (`F.relu(h[:, :2], inplace=True); return h`), compute the base out of place (`h = torch.cat([F.relu(h[:, :2]), h[:, 2:]], 1)`). Thunder's grad rule of update_aliases gives each alias's gradient to the alias it was handed (docs/findings.md, 18), so until it follows the update, no alias taken before an in-place update may be read or returned after it on a path the program differentiates",
+    "cache-entry-reused": "make the prologue check every value the program bakes in: a torch.dtype argument needs "
+    "the check_literal_like guard JitCtx.proxify gives a torch.device one, so that a call with another dtype "
+    "compiles a cache entry of its own; until Thunder is fixed, do not pass a dtype as an argument of the jitted "
+    "function: convert outside the jitted call (`jf(x.to(dt))`), pass a tensor of that dtype and read its dtype "
+    "(`x.to(like.dtype)`), which the prologue checks, or jit one function per dtype, each dtype fixed for good (a "
+    "module attribute or global the jitted function reads is not checked either)",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

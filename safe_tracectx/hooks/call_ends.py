@@ -46,6 +46,9 @@ class Call(NamedTuple):
     inputs: tuple[Any, ...]
     #: What the call returns.
     result: Any
+    #: The call's own ``args`` and ``kwargs`` (Thunder's call wrapper's; None where it has none).
+    args: tuple[Any, ...] | None = None
+    kwargs: dict[str, Any] | None = None
 
 
 class EndCheck(Protocol):
@@ -159,8 +162,10 @@ def _ended(stats: Any, local: dict[str, Any]) -> None:
         if not checks:
             return
         inputs = local.get("inps")
+        args, kwargs = local.get("args"), local.get("kwargs")
         call = Call(stats, entry, local.get("fn"), tuple(inputs) if isinstance(inputs, tuple | list) else (),
-                    local.get("result"))
+                    local.get("result"), args if isinstance(args, tuple) else None,
+                    kwargs if isinstance(kwargs, dict) else None)
         for check in checks:
             if check.reported:
                 continue

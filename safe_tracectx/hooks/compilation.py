@@ -33,6 +33,7 @@ from typing import Any, Final
 import torch
 
 from safe_tracectx.hooks.step_record import Step
+from safe_tracectx.traces.baked_values import typed_leaves
 from safe_tracectx.traces.call_inputs import Region, call_grad_leaves, call_storages, storage_keys, unpacked
 from safe_tracectx.traces.updated_inputs import update_modes, updated_inputs, updated_under_grad
 from safe_tracectx.traces.checks import Violation, trace_findings
@@ -49,7 +50,7 @@ class Compilation:
     """What the passes and steps of one compilation produced so far."""
 
     __slots__ = ("forward", "backward", "running", "handed_over", "reported", "traces", "steps", "extent", "outer",
-                 "grad_enabled", "inference", "differentiates", "updates", "update_modes", "program", "refusing", "grad_leaves", "retagged", "call", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
+                 "grad_enabled", "inference", "differentiates", "updates", "update_modes", "program", "refusing", "grad_leaves", "retagged", "call", "literals", "_retagged_proxies", "_kept", "_names", "_by_trace", "_findings",
                  "_storages", "__weakref__")
 
     def __init__(self, extent: FrameType | None = None, outer: Compilation | None = None) -> None:
@@ -98,6 +99,8 @@ class Compilation:
         #: The ``args`` and ``kwargs`` of the call being compiled (given to the interpretation) as their storages
         #: (``traces.call_inputs.call_storages``: no tensor of the user's is kept).
         self.call: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        #: The call's torch dtypes and devices by path, as (steps, key) (``traces.baked_values.typed_leaves``).
+        self.literals: dict[str, tuple[tuple[Any, ...], tuple[str, str]]] = {}
         #: (prologues read, each input name's storage in the call) once a prologue is there.
         self._storages: tuple[int, dict[str, Region | None]] | None = None
         #: id(trace) -> (weak reference, stamp, violations, notes): each trace is checked once while unchanged.
@@ -157,7 +160,7 @@ class Compilation:
         self.differentiates = self.updates = self.grad_leaves = None
         self.update_modes, self.program = {}, None
         self.retagged, self._retagged_proxies = {}, []
-        self.call = None
+        self.call, self.literals = None, {}
 
     def step_of(self, trace: Any) -> Step | None:
         """The step that made ``trace``, if one of this compilation did."""
@@ -303,6 +306,7 @@ def start(*, frame: FrameType | None = None, call: tuple[Any, ...] = ()) -> Comp
     if len(call) == 2 and isinstance(call[0], tuple) and isinstance(call[1], dict):
         compilation.call = call_storages(call[0], call[1])
         compilation.grad_leaves = call_grad_leaves(call[0], call[1])
+        compilation.literals = typed_leaves(call[0], call[1])
     _current.set(compilation)
     return compilation
 

@@ -32,7 +32,7 @@ from safe_tracectx._support.callsite import CallSite, find_call_site, user_defin
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import PASSES, Precondition
 from safe_tracectx.hooks import compilation as compilations
-from safe_tracectx.hooks import call_grad_mode, faults, fx_outputs, fx_splits, grad_mode_requests, leaf_updates, trace_states
+from safe_tracectx.hooks import cache_reuse, call_grad_mode, faults, fx_outputs, fx_splits, grad_mode_requests, leaf_updates, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.preconditions import check_preconditions
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
@@ -204,11 +204,8 @@ def _update_pair(run: PassRun, outputs: list[TraceCtx], sides: tuple[TraceCtx | 
     if compilation is None:
         return
     if sides is not None:
-        fw, bw = sides
-        if fw is not None:
-            compilation.forward = fw
-        if bw is not None:
-            compilation.backward = bw
+        compilation.forward = sides[0] if sides[0] is not None else compilation.forward
+        compilation.backward = sides[1] if sides[1] is not None else compilation.backward
     elif run.role in ("forward", "backward") and len(outputs) == 1:
         setattr(compilation, run.role, outputs[0])  # the side of that role
 
@@ -292,6 +289,7 @@ def _found_after(
             found += [f for v, t in lost for f in _found_in(run, t, [v])]
             call_grad_mode.watch(compilation, outputs, run.thunderfx)
             leaf_updates.watch(compilation, interpreted, (run.label, run.qualname))
+            cache_reuse.watch(compilation, interpreted)
             fx_outputs.watch(interpreted, run.thunderfx)
             compilation.read_program(interpreted, until=grad_mode_requests.markers_followed_until(interpreted))
         if resized := swaps.changed_in_place(run.label, run._metadata, zip(run.inputs, run._symbols)):

@@ -57,6 +57,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "update-grad-mode": BrokenTraceError,
     "update-wrong-value": BrokenTraceError,
     "gained-requires-grad": BrokenTraceError,
+    "cache-entry-reused": BrokenTraceError,
 }
 
 
