@@ -18,6 +18,7 @@ import torch
 
 from safe_tracectx import STRICT, BrokenTraceError, use_policy
 from safe_tracectx.hooks import audit, installed, program_updates
+from safe_tracectx.hooks import replay
 from safe_tracectx.hooks.replay import differs, own_work
 from safe_tracectx._support import events
 from safe_tracectx.policy import AUDIT
@@ -125,10 +126,76 @@ def test_strict_raises_before_the_program_runs_where_a_step_loses_the_update(fun
     assert torch.equal(given[0], before)  # reported before the program ran: the input untouched
 
 
-def test_a_program_that_draws_random_numbers_is_not_judged() -> None:
-    with audit() as log, use_policy(AUDIT):
-        thunder.jit(noisy, transforms=[WritesBackNothing()])(torch.zeros(2, 3))
-    assert _ours(log) == []
+def langevin(p: T, g: T) -> T:
+    with torch.no_grad():
+        p.add_(g, alpha=-0.1).add_(torch.randn_like(p), alpha=0.01)  # prims.randn carries no RANDOM_OP tag
+    return p
+
+
+def counted(x: T, n: T) -> T:
+    n.add_(n)  # integers: replayed as zeros, it would change nothing
+    x.logical_xor_(x.roll(1)) if x.dtype == torch.bool else x.mul_(2)
+    return n * 2
+
+
+@pytest.mark.parametrize("function", [noisy, langevin], ids=lambda f: f.__name__)
+def test_a_program_that_draws_random_numbers_is_not_judged_and_the_users_generator_is_untouched(
+    function: Callable[..., T],
+) -> None:
+    arguments = (torch.zeros(2, 3), torch.ones(2, 3))[: function.__code__.co_argcount]
+    for transforms in ([], [WritesBackNothing()]):
+        torch.manual_seed(0)
+        thunder.jit(function, transforms=transforms)(*(a.clone() for a in arguments))
+        plain_next = torch.rand(1)
+        torch.manual_seed(0)
+        with audit() as log, use_policy(AUDIT):
+            thunder.jit(function, transforms=transforms)(*(a.clone() for a in arguments))
+        assert torch.equal(torch.rand(1), plain_next)  # the replay drew nothing from the user's generator
+        assert _ours(log) == []
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_integer_and_bool_inputs_are_replayed_with_values_that_tell(dtype: torch.dtype) -> None:
+    x, n = torch.ones(2, 3).to(dtype), torch.zeros(3, dtype=torch.int64)
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError, match="replayed on the same random inputs"):
+        thunder.jit(counted, transforms=[WritesBackNothing()])(x, n)
+
+
+def test_judged_under_no_grad_with_a_parameter_that_requires_grad() -> None:
+    def accumulate(x: T, w: T, buf: T) -> T:
+        y = x @ w
+        buf.add_(y.sum(0))
+        return y
+
+    x, w, buf = torch.randn(2, 3), torch.randn(3, 3, requires_grad=True), torch.zeros(3)
+    with torch.no_grad(), installed(), use_policy(STRICT), pytest.raises(BrokenTraceError, match="replayed on the same random inputs"):
+        thunder.jit(accumulate, transforms=[WritesBackNothing()])(x, w, buf)
+
+
+def test_judged_with_the_symbolic_values_cache() -> None:
+    def scaled_by(x: T, a: float) -> T:
+        x.mul_(a)
+        return x + 1
+
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError, match="replayed on the same random inputs"):
+        thunder.jit(scaled_by, cache="symbolic values", transforms=[WritesBackNothing()])(torch.ones(3), 2.0)
+
+
+def test_inputs_the_replay_cannot_make_or_over_the_budget_are_not_judged_and_warn_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def scaled_beside(x: T, s: T) -> T:
+        x.mul_(2)
+        return s.float() + 1
+
+    given = [(torch.ones(4), torch.ones(4).to(torch.float8_e4m3fn)), (torch.ones(4), torch.ones(4))]
+    monkeypatch.setattr(replay, "BUDGET_BYTES", 16)  # the second program's inputs take 32 bytes
+    for x, s in given:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no "could not check" from us
+            with audit() as log, use_policy(AUDIT):
+                thunder.jit(scaled_beside, transforms=[WritesBackNothing()])(x, s)
+        assert _ours(log) == []
 
 
 def test_inputs_sharing_storage_are_not_judged() -> None:

@@ -80,7 +80,8 @@ def _program_update_values(
     if compilation.program is None or compilation.updates is None or not _runs_the_program(compilation, trace):
         return []
     storages = compilation.storages() or {}
-    shared = [key.storage for key in storages.values() if isinstance(key, Region)]
+    arguments = {getattr(a, "name", None) for a in getattr(compilation.program, "args", None) or ()}
+    shared = [key.storage for name, key in storages.items() if name in arguments and isinstance(key, Region)]
     if len(shared) != len(set(shared)) or trace is compilation.program:
         return []
     return wrong_update_values(compilation.program, trace, function, compilation.updates[1])
@@ -111,8 +112,8 @@ def side_of(compilation: compilations.Compilation, trace: TraceCtx) -> str | Non
     """Which side of the compilation's forward/backward pair ``trace`` is a later form of (sharing its names set),
     if any: a fusion region's trace or another compilation's is neither."""
     fw, bw = compilation.forward, compilation.backward
-    if fw is None or bw is None:
+    if fw is None:  # (a split with no backward, under no_grad, still makes the forward)
         return None
-    if trace.names is not fw.names and trace.names is not bw.names and trace not in (fw, bw):
+    if trace.names is not fw.names and (bw is None or trace.names is not bw.names) and trace is not fw and trace is not bw:
         return None
     return "backward" if compilations.is_backward(trace) else "forward"

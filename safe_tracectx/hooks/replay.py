@@ -35,6 +35,12 @@ __all__ = ["differs", "own_work", "wrong_update_values"]
 
 R = TypeVar("R")
 _RANDOM: Final = getattr(OpTags, "RANDOM_OP", None)
+#: Symbols that draw random numbers, by name (Thunder tags some, not all: prims.randn has no tag).
+_DRAWING: Final = ("rand", "uniform", "normal", "bernoulli", "multinomial", "dropout", "philox", "exponential",
+                   "poisson", "geometric", "cauchy", "random")
+#: The most the replay allocates for a program's inputs (it makes each once more, and clones the updated ones):
+#: a larger program (a model's weights beside its KV cache) is not judged.
+BUDGET_BYTES: Final = 256 * 2**20
 #: (rtol, atol) by dtype: a fusion may round otherwise than the torch executor; a wrong write-back is far off.
 _LOW_PRECISION: Final = (torch.float16, torch.bfloat16)
 
@@ -59,11 +65,14 @@ def wrong_update_values(
     ``function``, or made executable here) leaves other than ``program`` (the interpretation's trace) does, both
     replayed on the same random inputs; nothing when either cannot be replayed (a random op, an input that is
     not a CPU tensor or a number, a program that fails on random values)."""
-    inputs = _random_inputs(program)
-    if inputs is None or _random(program) or _random(trace):
+    if _random(program) or _random(trace):
         return []
-    expected = own_work(_replay, program, None, inputs)
-    got = own_work(_replay, trace, function, inputs) if expected is not None else None
+    with torch.random.fork_rng(devices=[]):  # the user's random numbers stay the user's
+        inputs = _random_inputs(program)
+        if inputs is None:
+            return []
+        expected = own_work(_replay, program, None, inputs, updated)
+        got = own_work(_replay, trace, function, inputs, updated) if expected is not None else None
     if expected is None or got is None:
         return []
     found = []
@@ -96,9 +105,11 @@ def _tolerance(a: torch.Tensor) -> tuple[float, float]:
 
 
 def _random_inputs(program: Any) -> dict[str, Any] | None:
-    """A value for each argument of ``program`` by name (floating tensors random, others zeros), or None."""
+    """A value for each argument of ``program`` by name (floating and bool tensors random, integers 0 or 1, so
+    that they index any dimension of two or more), or None: not all can be made, or they exceed the budget."""
     generator = torch.Generator().manual_seed(0)
     values: dict[str, Any] = {}
+    size = 0
     for arg in getattr(program, "args", None) or ():
         if isinstance(arg, TensorProxy):
             if str(arg.device.type) != "cpu":
@@ -106,12 +117,12 @@ def _random_inputs(program: Any) -> dict[str, Any] | None:
             try:
                 shape = tuple(int(d) for d in arg.shape)
                 dtype = _torch_dtype(arg.dtype)
-            except (TypeError, ValueError):  # a symbolic shape
+                size += torch.Size(shape).numel() * dtype.itemsize
+                if size > BUDGET_BYTES:
+                    return None
+                values[arg.name] = _random_tensor(shape, dtype, generator)
+            except (TypeError, ValueError, RuntimeError, NotImplementedError):  # a symbolic shape, float8's randn
                 return None
-            if dtype.is_floating_point or dtype.is_complex:
-                values[arg.name] = torch.randn(shape, generator=generator, dtype=dtype)
-            else:
-                values[arg.name] = torch.zeros(shape, dtype=dtype)
         elif isinstance(arg, NumberProxy):
             value = getattr(arg, "value", None)
             if value is None:
@@ -120,6 +131,12 @@ def _random_inputs(program: Any) -> dict[str, Any] | None:
         else:
             return None
     return values
+
+
+def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, generator=generator, dtype=dtype)
+    return torch.randint(0, 2, shape, generator=generator).to(dtype)
 
 
 def _torch_dtype(dtype: Any) -> torch.dtype:
@@ -135,24 +152,28 @@ def _random(trace: Any) -> bool:
     """Whether ``trace`` draws random numbers (at any depth): replays would differ."""
     def draws(bsym: Any) -> bool:
         tags = getattr(bsym.sym, "tags", None) or ()
-        return _RANDOM in tags or any(draws(s) for s in getattr(bsym, "subsymbols", ()) or ())
-    return _RANDOM is not None and any(draws(b) for b in trace.bound_symbols)
+        name = str(getattr(bsym.sym, "name", "")).lower()
+        return ((_RANDOM is not None and _RANDOM in tags) or any(word in name for word in _DRAWING)
+                or any(draws(s) for s in getattr(bsym, "subsymbols", ()) or ()))
+    return any(draws(b) for b in trace.bound_symbols)
 
 
-def _replay(trace: Any, function: Callable[..., Any] | None, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Each argument of ``trace`` as running it (``function``, or its torch execution) leaves it, by name; None if
-    it cannot run."""
+def _replay(
+    trace: Any, function: Callable[..., Any] | None, inputs: Mapping[str, Any], updated: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """Each ``updated`` argument of ``trace`` as running it (``function``, or its torch execution) leaves it, by
+    name (the others are shared, not copied); None if it cannot run."""
     names = [str(getattr(a, "name", "")) for a in getattr(trace, "args", None) or ()]
     if any(n not in inputs for n in names):
         return None
-    given = [inputs[n].clone() if isinstance(inputs[n], torch.Tensor) else inputs[n] for n in names]
+    given = [inputs[n].clone() if n in updated and isinstance(inputs[n], torch.Tensor) else inputs[n] for n in names]
     try:
         run = function if function is not None else _executable(trace)
         with torch.no_grad():
             run(*given)
     except Exception:  # noqa: BLE001 - a program that fails on random values, or a form Thunder cannot execute
         return None
-    return {n: v for n, v in zip(names, given) if isinstance(v, torch.Tensor)}
+    return {n: v for n, v in zip(names, given) if n in updated and isinstance(v, torch.Tensor)}
 
 
 def _executable(trace: Any) -> Callable[..., Any]:
