@@ -143,7 +143,8 @@ def test_a_program_that_draws_random_numbers_is_not_judged_and_the_users_generat
     function: Callable[..., T],
 ) -> None:
     arguments = (torch.zeros(2, 3), torch.ones(2, 3))[: function.__code__.co_argcount]
-    for transforms in ([], [WritesBackNothing()]):
+    choices: list[list[Transform]] = [[], [WritesBackNothing()]]
+    for transforms in choices:
         torch.manual_seed(0)
         thunder.jit(function, transforms=transforms)(*(a.clone() for a in arguments))
         plain_next = torch.rand(1)
