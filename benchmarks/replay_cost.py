@@ -1,0 +1,88 @@
+"""What update-wrong-value's replay adds to a compile: programs that update their inputs, side by side.
+
+Each round compiles and calls each program twice under ``install("strict")``, once as shipped
+and once with the replay switched off (``program_updates._program_update_values`` answering
+nothing), in alternating order, and prints the ratio of the two times per program (median and
+range over the rounds: these machines are shared, so only the ratio of neighbours means much)::
+
+    python benchmarks/replay_cost.py [rounds]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+
+from safe_tracectx.hooks import installed, program_updates
+
+T = torch.Tensor
+
+
+def optimizer_step(p0: T, p1: T, p2: T, g0: T, g1: T, g2: T) -> None:
+    with torch.no_grad():
+        for p, g in ((p0, g0), (p1, g1), (p2, g2)):
+            p.add_(g, alpha=-0.1)
+
+
+def kv_cache(cache: T, k: T, x: T) -> T:
+    cache[:, 3].copy_(k)
+    return (cache * x).sum(-1)
+
+
+class Normed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(8)
+
+    def forward(self, x: T) -> T:
+        out: T = self.norm(self.conv(x)).relu()
+        return out
+
+
+def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]]:
+    return {
+        "optimizer step (3 x 512x512)": (optimizer_step, lambda: tuple(torch.randn(512, 512) for _ in range(6))),
+        "KV cache row": (kv_cache, lambda: (torch.zeros(4, 64, 128), torch.randn(4, 128), torch.randn(4, 64, 128))),
+        "Conv+BatchNorm, train": (Normed(), lambda: (torch.randn(4, 8, 16, 16),)),
+    }
+
+
+def _compile_and_call(function: Callable[..., Any], make: Callable[[], tuple[Any, ...]], replay: bool) -> float:
+    original = program_updates._program_update_values
+    if not replay:
+        program_updates._program_update_values = lambda *a, **k: []  # type: ignore[assignment]
+    try:
+        arguments = make()
+        start = time.perf_counter()
+        with installed():
+            thunder.jit(function)(*arguments)
+        return time.perf_counter() - start
+    finally:
+        program_updates._program_update_values = original  # type: ignore[assignment]
+
+
+def main(rounds: int = 7) -> None:
+    ratios: dict[str, list[float]] = {name: [] for name in _programs()}
+    for index in range(rounds):
+        for name, (function, make) in _programs().items():
+            order = (True, False) if index % 2 == 0 else (False, True)
+            times = {replay: _compile_and_call(function, make, replay) for replay in order}
+            ratios[name].append(times[True] / times[False])
+    for name, values in ratios.items():
+        print(f"{name:32s} replay/off median {statistics.median(values):.2f} "
+              f"[{min(values):.2f}-{max(values):.2f}] over {rounds} rounds")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 7)
