@@ -61,7 +61,7 @@ def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, .
 def _compile_and_call(function: Callable[..., Any], make: Callable[[], tuple[Any, ...]], replay: bool) -> float:
     original = program_updates._program_update_values
     if not replay:
-        program_updates._program_update_values = lambda *a, **k: []  # type: ignore[assignment]
+        program_updates._program_update_values = lambda *a, **k: []
     try:
         arguments = make()
         start = time.perf_counter()
@@ -69,7 +69,7 @@ def _compile_and_call(function: Callable[..., Any], make: Callable[[], tuple[Any
             thunder.jit(function)(*arguments)
         return time.perf_counter() - start
     finally:
-        program_updates._program_update_values = original  # type: ignore[assignment]
+        program_updates._program_update_values = original
 
 
 def main(rounds: int = 7) -> None:
