@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import torch
 
+from copy_rewrites import RewritesCopies
+
 from safe_tracectx import STRICT, BrokenTraceError, use_policy
 from safe_tracectx.hooks import audit, installed
 from safe_tracectx.policy import AUDIT
@@ -25,8 +27,6 @@ from safe_tracectx.traces.updated_inputs import update_modes, wrong_update_modes
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import thunder
-    from thunder.core.transform_common import Transform
-    from thunder.core.trace import TraceCtx, from_trace
 
 T = torch.Tensor
 KIND = "update-grad-mode"
@@ -56,19 +56,11 @@ def step_with_grad(p: T, w: T) -> T:
     return w * p
 
 
-class CopiesWithGrad(Transform):
+class CopiesWithGrad(RewritesCopies):
     """Marks every ``copy_`` of the forward ``grad_enabled=True``: the mode of the compile, not the update's."""
 
-    def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs: Any) -> TraceCtx:
-        trace = computation_trace
-        if trace.siginfo().name == "backward_fn":
-            return trace
-        new = from_trace(trace)
-        new.bound_symbols = [
-            b.from_bsym(kwargs={**b.kwargs, "grad_enabled": True}) if b.sym.name == "copy_" else b
-            for b in trace.bound_symbols
-        ]
-        return new
+    def rewrite(self, copy: Any) -> Any:
+        return copy.from_bsym(kwargs={**copy.kwargs, "grad_enabled": True})
 
 
 def _inputs(p_grad: bool = True) -> tuple[T, T]:
@@ -94,7 +86,7 @@ def test_strict_raises_before_the_program_runs_naming_the_leaf_and_the_step(func
     assert error.kind == KIND and error.names == ("p",)
     assert "with grad disabled" in str(error) and "grad_enabled=True" in str(error)
     assert "write an update back with the grad mode of the copy_ it replaces" in str(error)
-    assert error.culprit is not None and "CopiesWithGrad" in error.culprit[1]
+    assert error.culprit is not None and "RewritesCopies.transform_trace_post_optimization" in error.culprit[1]
     assert torch.equal(p.detach(), torch.ones(2, 3))  # reported before the program ran
     assert torch.is_grad_enabled()
 

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import torch
 
+from copy_rewrites import RewritesCopies
+
 from safe_tracectx import STRICT, BrokenTraceError, use_policy
 from safe_tracectx.hooks import audit, installed, program_updates
 from safe_tracectx.hooks import replay
@@ -26,25 +28,17 @@ from safe_tracectx.policy import AUDIT
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import thunder
-    from thunder.core.trace import TraceCtx, from_trace
     from thunder.core.transform_common import Transform
 
 T = torch.Tensor
 KIND = "update-wrong-value"
 
 
-class WritesBackNothing(Transform):
+class WritesBackNothing(RewritesCopies):
     """Each ``copy_`` of the forward copies its destination into itself: the write stays, the update is lost."""
 
-    def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs: Any) -> TraceCtx:
-        trace = computation_trace
-        if trace.siginfo().name == "backward_fn":
-            return trace
-        new = from_trace(trace)
-        new.bound_symbols = [
-            b.from_bsym(args=(b.args[1], *b.args[1:])) if b.sym.name == "copy_" else b for b in trace.bound_symbols
-        ]
-        return new
+    def rewrite(self, copy: Any) -> Any:
+        return copy.from_bsym(args=(copy.args[1], *copy.args[1:]))
 
 
 def scaled(x: T) -> T:
@@ -122,7 +116,7 @@ def test_strict_raises_before_the_program_runs_where_a_step_loses_the_update(fun
     assert error.kind == KIND and error.names == (function.__code__.co_varnames[0],)  # the parameter's name
     assert "replayed on the same random inputs" in str(error) and "elements differ" in str(error)
     assert "write an update of a view back through the view itself" in str(error)
-    assert error.culprit is not None and "WritesBackNothing" in error.culprit[1]
+    assert error.culprit is not None and "RewritesCopies.transform_trace_post_optimization" in error.culprit[1]
     assert torch.equal(given[0], before)  # reported before the program ran: the input untouched
 
 
