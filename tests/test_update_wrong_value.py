@@ -233,3 +233,25 @@ def test_differs_allows_rounding_and_nan_alike() -> None:
     a = torch.tensor([1.0, float("nan")])
     assert not differs(a, a + 1e-6) and differs(a, a + 1) and differs(a, a.double())
     assert not differs(torch.tensor([1, 2]), torch.tensor([1, 2])) and differs(torch.tensor([1]), torch.tensor([2]))
+
+
+def test_integers_rounded_to_a_neighbour_are_rounding_not_a_wrong_value() -> None:
+    a = torch.arange(1000)
+    nudged = a.clone()
+    nudged[:3] += 1  # three of a thousand, by one: a fusion's rounding before .to(int)
+    assert not differs(nudged, a)
+    assert differs(a + 2 * (a == 0), a)  # one element by two
+    assert differs(a + (a % 2), a)  # half of them
+
+
+def test_attention_after_a_cache_write_is_replayed_its_dropout_of_zero_draws_nothing() -> None:
+    def attend(cache: T, k: T, q: T) -> T:
+        cache[:, 1].copy_(k)
+        return torch.nn.functional.scaled_dot_product_attention(q, cache, cache)
+
+    cache, k, q = torch.zeros(2, 4, 8), torch.randn(2, 8), torch.randn(2, 3, 8)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(attend)(cache.clone(), k, q)
+    assert _ours(log) == []
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError, match="replayed on the same random inputs"):
+        thunder.jit(attend, transforms=[WritesBackNothing()])(cache.clone(), k, q)
