@@ -219,3 +219,30 @@ def test_the_call_is_read_without_running_the_users_container_methods_nor_keepin
     loop: list[Any] = [torch.float64]
     loop.append(loop)  # a list holding itself
     assert [p for p in typed_leaves((loop,), {})] == ["args[0][0]"]
+
+
+def _ignores_dt_beside_an_inputs_dtype(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    return torch.zeros(3, dtype=x.dtype) + x  # float32 is a literal, for x's sake
+
+
+def _ignores_dt_beside_a_literal(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    return x + torch.ones(3, dtype=torch.float32)
+
+
+def _converts_and_drops(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    _ = x.to(dt)  # dead: dead-code elimination removes it from the program that runs
+    return x * 2
+
+
+@pytest.mark.parametrize(
+    "function", [_ignores_dt_beside_an_inputs_dtype, _ignores_dt_beside_a_literal, _converts_and_drops],
+    ids=lambda f: f.__name__,
+)
+def test_a_dtype_argument_the_program_that_runs_does_not_bake_in_is_not_reported(function: Any) -> None:
+    x = torch.ones(3)
+    first = torch.float32 if function is not _converts_and_drops else torch.float64
+    eager = [function(x, dt) for dt in (first, torch.float16)]
+    jitted = thunder.jit(function)
+    with installed(), use_policy(STRICT):
+        got = [jitted(x, dt) for dt in (first, torch.float16)]
+    assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(got, eager))  # Thunder is right here

@@ -59,7 +59,18 @@ class _Baked:
             now = None if value is MISSING else key(value)
             if now is not None and now[0] == compiled[0] and now != compiled:
                 changed.append((path, compiled, now))
+        changed = _baked_in(changed, call) if changed else []
         return _error(self.what, changed) if changed else None
+
+
+def _baked_in(changed: list[tuple[str, Key, Key]], call: Call) -> list[tuple[str, Key, Key]]:
+    """Of the arguments that changed (rare: the check's only costly path), those whose compiled value the program
+    about to run still holds as a literal (not one dead-code elimination removed), and that no tensor input has as
+    its dtype (``torch.zeros(n, dtype=x.dtype)`` beside an unused dtype argument holds it for another reason)."""
+    traces = getattr(call.entry, "computation_traces", None) or ()
+    held = literals(traces[-1]) if traces else set()
+    inputs = {key(t.dtype) for t in call.inputs if isinstance(t, torch.Tensor)}
+    return [(path, compiled, now) for path, compiled, now in changed if compiled in held and compiled not in inputs]
 
 
 def _error(what: str, changed: list[tuple[str, Key, Key]]) -> TraceContextError:
