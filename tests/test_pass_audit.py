@@ -259,3 +259,14 @@ def test_the_pytest_plugin_in_strict_mode_fails_the_test_whose_transform_clashes
     )
     assert run.returncode == 1 and "NameClashError" in run.stdout, run.stdout[-3000:]
     assert "RecomputeInBackward.transform_trace_post_optimization" in run.stdout
+
+
+def test_a_record_of_a_step_inside_a_pass_that_nothing_runs_is_not_checked() -> None:
+    from thunder.core.trace import TraceCtx, TraceProvenance
+
+    from safe_tracectx.hooks.compilation import checked_kind
+
+    record, handed_on = TraceCtx(), TraceCtx()
+    record.set_provenance(TraceProvenance("Intermediate trace of `functionalize_inplace_ops`"))
+    handed_on.set_provenance(TraceProvenance("Functionalize in-place ops"))
+    assert not checked_kind(record) and checked_kind(handed_on)

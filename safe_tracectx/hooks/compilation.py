@@ -260,8 +260,11 @@ _UNCHECKED: Final = ("prologue", "epilogue")
 
 
 def checked_kind(trace: Any) -> bool:
-    """Whether ``trace`` is of a kind the checks read (a computation or backward trace, not a prologue/epilogue)."""
-    return signature_name(trace) not in _UNCHECKED
+    """Whether ``trace`` is of a kind the checks read: a computation or backward trace, not a prologue/epilogue,
+    nor Thunder's record of a step inside a pass that nothing runs ("Intermediate trace of ...", which a pass
+    returns beside the trace it hands on; a defect that stays is in that one)."""
+    provenance = str(getattr(getattr(trace, "_provenance", None), "pss", ""))
+    return signature_name(trace) not in _UNCHECKED and not provenance.startswith("Intermediate trace of")
 
 
 def is_backward(trace: Any) -> bool:
