@@ -70,6 +70,7 @@ TraceCheck = Literal[
     "update-dropped",
     "update-grad-mode",
     "update-wrong-value",
+    "gradient-wrong-value",
     "gained-requires-grad",
     "cache-entry-reused",
 ]
@@ -175,6 +176,9 @@ FIXES: Final[dict[str, str]] = {
     "update-wrong-value": "write an update of a view back through the view itself, or through the inverse of "
     "the view chain (a transpose back; reshape undoes only view, reshape and flatten), as Thunder's alias updating "
     "does from #2052 on; until Thunder is fixed, update the input itself, not a view of it",
+    "gradient-wrong-value": "make the grad rule (an executor's grad transform, a registered VJP, Thunder's own rule) "
+    "compute the derivative of what its forward computes, and keep every step after the split from changing what "
+    "the backward reads; check a rule against torch.autograd.gradcheck or eager PyTorch's gradient",
     "gained-requires-grad": "give each output the gradient history eager PyTorch gives it: mark the outputs Dynamo's "
     "example values give no grad_fn non-differentiable (ctx.mark_non_differentiable in ThunderFunction.forward, "
     "Thunder's fix of #2348); in your own code, detach the value before returning or storing it",

@@ -32,7 +32,7 @@ from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["differs", "own_work", "wrong_update_values"]
+__all__ = ["differs", "draws_random", "executable", "own_work", "random_inputs", "wrong_elements", "wrong_update_values"]
 
 R = TypeVar("R")
 _RANDOM: Final = getattr(OpTags, "RANDOM_OP", None)
@@ -66,10 +66,10 @@ def wrong_update_values(
     ``function``, or made executable here) leaves other than ``program`` (the interpretation's trace) does, both
     replayed on the same random inputs; nothing when either cannot be replayed (a random op, an input that is
     not a CPU tensor or a number, a program that fails on random values)."""
-    if _random(program) or _random(trace):
+    if draws_random(program) or draws_random(trace):
         return []
     with torch.random.fork_rng(devices=[]):  # the user's random numbers stay the user's
-        inputs = _random_inputs(program)
+        inputs = random_inputs(program)
         if inputs is None:
             return []
         expected = own_work(_replay, program, None, inputs, updated)
@@ -80,7 +80,7 @@ def wrong_update_values(
     for name in sorted(updated):
         if name in expected and name in got and differs(got[name], expected[name]):
             a, b = got[name], expected[name]
-            wrong = _wrong(a, b)
+            wrong = wrong_elements(a, b)
             found.append(Violation(
                 "update-wrong-value", name,
                 f"replayed on the same random inputs, it leaves other values in the program's input {name}, which "
@@ -92,30 +92,29 @@ def wrong_update_values(
     return found
 
 
-def differs(a: torch.Tensor, b: torch.Tensor) -> bool:
+def differs(a: torch.Tensor, b: torch.Tensor, *, loose: bool = False) -> bool:
     """Whether ``a`` holds other values than ``b`` beyond rounding (NaN where the other has NaN is alike; integers
-    and bools computed from floats may round to a neighbour: one element in a hundred, by one, is rounding)."""
+    and bools computed from floats may round to a neighbour: one element in a hundred, by one, is rounding;
+    ``loose``: floats that went through a longer computation, a backward, may round ten times as far)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return True
     if a.is_floating_point() or a.is_complex():
-        return _wrong(a, b) > 0
-    return bool(((a.long() - b.long()).abs() > 1).any()) or _wrong(a, b) > a.numel() // 100
+        return wrong_elements(a, b, loose=loose) > 0
+    return bool(((a.long() - b.long()).abs() > 1).any()) or wrong_elements(a, b) > a.numel() // 100
 
 
-def _wrong(a: torch.Tensor, b: torch.Tensor) -> int:
-    """How many elements of ``a`` are not ``b``'s (floats beyond rounding)."""
+def wrong_elements(a: torch.Tensor, b: torch.Tensor, *, loose: bool = False) -> int:
+    """How many elements of ``a`` are not ``b``'s (floats beyond rounding; ``loose``: as in :func:`differs`)."""
     if a.shape != b.shape:
         return a.numel()
     if a.is_floating_point() or a.is_complex():
-        return int((~torch.isclose(a, b, *_tolerance(a), equal_nan=True)).sum())
+        rtol, atol = (1e-2, 1e-2) if a.dtype in _LOW_PRECISION else (1e-4, 1e-4)
+        scale = 10 if loose else 1
+        return int((~torch.isclose(a, b, rtol * scale, atol * scale, equal_nan=True)).sum())
     return int((a != b).sum())
 
 
-def _tolerance(a: torch.Tensor) -> tuple[float, float]:
-    return (1e-2, 1e-2) if a.dtype in _LOW_PRECISION else (1e-4, 1e-4)
-
-
-def _random_inputs(program: Any) -> dict[str, Any] | None:
+def random_inputs(program: Any) -> dict[str, Any] | None:
     """A value for each argument of ``program`` by name (floating and bool tensors random, integers 0 or 1, so
     that they index any dimension of two or more), or None: not all can be made, or they exceed the budget."""
     generator = torch.Generator().manual_seed(0)
@@ -159,7 +158,7 @@ def _torch_dtype(dtype: Any) -> torch.dtype:
     return result
 
 
-def _random(trace: Any) -> bool:
+def draws_random(trace: Any) -> bool:
     """Whether ``trace`` draws random numbers (at any depth): replays would differ."""
     def draws(bsym: Any) -> bool:
         tags = getattr(bsym.sym, "tags", None) or ()
@@ -184,7 +183,7 @@ def _replay(
         return None
     given = [inputs[n].clone() if n in updated and isinstance(inputs[n], torch.Tensor) else inputs[n] for n in names]
     try:
-        run = function if function is not None else _executable(trace)
+        run = function if function is not None else executable(trace)
         with torch.no_grad():
             run(*given)
     except Exception:  # noqa: BLE001 - a program that fails on random values, or a form Thunder cannot execute
@@ -192,8 +191,9 @@ def _replay(
     return {n: v for n, v in zip(names, given) if n in updated and isinstance(v, torch.Tensor)}
 
 
-def _executable(trace: Any) -> Callable[..., Any]:
-    """``trace`` as Thunder runs it with the torch and Python executors only."""
+def executable(trace: Any, *, decorated: bool = True) -> Callable[..., Any]:
+    """``trace`` as Thunder runs it with the torch and Python executors only (``decorated``: under Thunder's
+    ``torch.no_grad``, as Thunder runs it; else as autograd can differentiate it)."""
     from thunder.executors.passes import transform_for_execution
     from thunder.extend import get_executor
 
@@ -201,5 +201,5 @@ def _executable(trace: Any) -> Callable[..., Any]:
     executed = transform_for_execution(trace, executors)
     if isinstance(executed, list | tuple):
         executed = executed[-1]
-    function: Callable[..., Any] = executed.python_callable()
+    function: Callable[..., Any] = executed.python_callable(include_decorators=decorated)
     return function

@@ -42,6 +42,7 @@ from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.backward_calls import guarded_backward
+from safe_tracectx.hooks.gradient_replay import gradients_about_to_run, wrong_gradient_culprit
 from safe_tracectx.hooks.program_updates import first_form, side_of, updates_about_to_run
 from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
 from safe_tracectx.hooks.runs import current_run
@@ -172,6 +173,7 @@ def check_about_to_run(
     for violation in new:
         step = (_handover_culprit(compilation) if violation.kind == "handover-mismatch"
                 else _dropped_culprit(compilation, violation.name) if violation.kind == "gradient-dropped"
+                else wrong_gradient_culprit(compilation, violation.name) if violation.kind == "gradient-wrong-value"
                 else first_form(compilation, violation))
         errors.append(culprit_error(
             compilation, violation, trace, site, fallback=fallback, known=step,
@@ -259,6 +261,8 @@ def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCt
     found = check_forward_backward(fw, bw)
     if compilation.judges_gradients():  # a step after the split may have dropped a gradient
         found += dropped_gradients(compilation.differentiates, fw, bw, grad_enabled=compilation.grad_enabled)
+        if not switched_off("gradient-wrong-value"):
+            found += gradients_about_to_run(compilation, fw, bw, judged={v.name for v in found})
     return found
 
 

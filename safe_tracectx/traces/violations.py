@@ -56,6 +56,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "update-dropped": BrokenTraceError,
     "update-grad-mode": BrokenTraceError,
     "update-wrong-value": BrokenTraceError,
+    "gradient-wrong-value": BrokenTraceError,
     "gained-requires-grad": BrokenTraceError,
     "cache-entry-reused": BrokenTraceError,
 }

@@ -1,0 +1,297 @@
+"""The gradients a forward/backward pair computes, replayed against PyTorch's autograd of the program it splits.
+
+The split, the grad rules it applies and every step after it (rematerialization,
+fusion, the hand-over of saved values) may give an input another gradient than the
+program has, and every name can still be defined: only the values tell. So, once the
+forward and the backward are about to run, the program the split was given (made
+executable by Thunder's own ``transform_for_execution`` with the torch and Python
+executors, without Thunder's ``no_grad``) is differentiated by PyTorch's autograd, the
+pair is run as Thunder runs it, both on the same random inputs and cotangents, and each
+input that requires grad must get alike gradients (``gradient-wrong-value``). Like
+``hooks.replay``, it is this package's own work: nothing of it is reported or audited::
+
+    >>> import torch, thunder
+    >>> from safe_tracectx.hooks.gradient_replay import wrong_gradients
+    >>> jitted = thunder.jit(lambda x: (x.sin() * 2).sum())
+    >>> _ = jitted(torch.ones(3, requires_grad=True))
+    >>> program = thunder.last_traces(jitted)[0]
+    >>> wrong_gradients(program, thunder.last_traces(jitted)[-1], thunder.last_backward_traces(jitted)[-1])
+    []
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, cast
+
+import torch
+from thunder.core.proxies import ProxyTag, TensorProxy
+from thunder.core import pytree
+
+from safe_tracectx.hooks.replay import (
+    BUDGET_BYTES, differs, draws_random, executable, own_work, random_inputs, wrong_elements,
+)
+from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.violations import Violation
+
+__all__ = ["pair_gradients", "wrong_gradients"]
+
+#: Thunder's flattening (optree's key order for dicts), as the split flattens the program's output.
+_flatten: Final = cast(Callable[[Any], tuple[list[Any], Any]], pytree.tree_flatten)
+#: What the replay gives: each input's gradient by name (None: no gradient), or None when it could not run.
+Gradients = dict[str, torch.Tensor | None]
+
+
+def wrong_gradients(program: Any, forward: Any, backward: Any,
+                    make: Callable[[Any], Callable[..., Any]] | None = None) -> list[Violation]:
+    """Each input of ``program`` (the trace the split differentiates) that requires grad and that the pair
+    ``forward``/``backward`` (traces about to run) gives another gradient than PyTorch's autograd of ``program``,
+    both on the same random inputs and cotangents; nothing when either cannot be replayed (a random op, an input
+    that is not a CPU tensor or a number, a program that fails on random values, a pair of another form). ``make``
+    makes a trace of the pair callable (default: as Thunder compiled it)."""
+    found = []
+    replayed = replay(program, forward, backward, make)
+    if replayed is None:
+        return []
+    expected, got = replayed
+    low = _low_precision(program)
+    for name in expected:
+        want, have = expected[name], got.get(name)
+        if want is None and have is None:
+            continue
+        reference = want if want is not None else torch.zeros_like(have)  # type: ignore[arg-type]
+        given = have.to(reference.dtype) if have is not None else torch.zeros_like(reference)
+        how = _how_far(given, reference, low=low)
+        if how is not None:
+            found.append(Violation(
+                "gradient-wrong-value", name,
+                f"replayed on the same random inputs and cotangents, the forward and backward about to run give "
+                f"{name} another gradient than PyTorch's autograd gives the program the split differentiates "
+                f"({how}{'; Thunder gives none' if have is None else ''}): the caller's {name}.grad is not "
+                "eager's, silently",
+                f"input {name}",
+            ))
+    return found
+
+
+def _how_far(given: torch.Tensor, reference: torch.Tensor, *, low: bool) -> str | None:
+    """How ``given`` differs from ``reference`` beyond rounding, or None. A program that computes in half precision
+    is judged by the relative error of the whole gradient (its rounding grows with each reduction's length); others
+    element by element."""
+    if given.shape != reference.shape:
+        return f"shape {tuple(given.shape)} where autograd gives {tuple(reference.shape)}"
+    if low and (given.is_floating_point() or given.is_complex()):
+        error = float(torch.linalg.vector_norm((given - reference).double()))
+        scale = float(torch.linalg.vector_norm(reference.double()))
+        return f"relative error {error / max(scale, 1e-12):.2g}" if error > 0.05 * scale + 1e-3 else None
+    if not differs(given, reference, loose=True):
+        return None
+    return f"{wrong_elements(given, reference, loose=True)} of {reference.numel()} elements differ"
+
+
+def replay(program: Any, forward: Any, backward: Any,
+           make: Callable[[Any], Callable[..., Any]] | None = None) -> tuple[Gradients, Gradients] | None:
+    """(autograd's gradients of ``program``, the pair's gradients) by input name, on the same random inputs; None
+    when either cannot run. ``make`` makes a trace of the pair callable (default: as Thunder compiled it)."""
+    if draws_random(program) or draws_random(forward) or draws_random(backward) or _grad_mode_changes(program):
+        return None
+    if _defines_a_backward(program.bound_symbols):  # autograd would differentiate its forward, not use its backward
+        return None
+    if _computed_bytes(program) > BUDGET_BYTES:  # the replay computes it all twice more, and differentiates it
+        return None
+    wanted = [a.name for a in getattr(program, "args", None) or ()
+              if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False) and _floating(a)]
+    if not wanted:
+        return None
+    with torch.random.fork_rng(devices=[]):  # the user's random numbers stay the user's
+        inputs = random_inputs(program)
+        if inputs is None:
+            return None
+        return own_work(_replay, program, forward, backward, inputs, wanted, make)
+
+
+def pair_gradients(forward: Any, backward: Any, inputs: Mapping[str, Any], cotangents: Sequence[Any],
+                   make: Callable[[Any], Callable[..., Any]] | None = None) -> Gradients | None:
+    """The gradients the pair ``forward``/``backward`` gives its inputs (``inputs`` by name) for ``cotangents`` (one
+    per flat output), run as Thunder's autograd glue runs them; None for a pair of another form."""
+    make = make or (lambda trace: trace.python_callable())
+    names = [str(getattr(a, "name", "")) for a in getattr(forward, "args", None) or ()]
+    if any(n not in inputs for n in names):
+        return None
+    given = [inputs[n] for n in names]
+    result = make(forward)(*given)
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], dict)):
+        return None
+    data, saved = result
+    flat_args, flat_output = data.get("flat_args"), data.get("flat_output")
+    if flat_args is None or flat_output is None or len(flat_output) != len(cotangents):
+        return None
+    saved_tensors, saved_other = saved
+    grads = make(backward)([list(saved_tensors), list(saved_other)], list(cotangents))
+    by_id = {id(v): n for n, v in zip(names, given) if isinstance(v, torch.Tensor)}
+    found: Gradients = {}
+    for arg, grad in zip(flat_args, grads):
+        name = by_id.get(id(arg))
+        if name is not None:
+            found[name] = _as_autograd_hands_it(grad, arg)
+    return found
+
+
+def _as_autograd_hands_it(grad: Any, arg: torch.Tensor) -> torch.Tensor | None:
+    """``grad`` as PyTorch's autograd hands it to ``arg``'s ``.grad``: summed to the input's shape where it expands
+    to it (a 0-dim input gets its full-shape gradient summed back), in the input's dtype."""
+    if not isinstance(grad, torch.Tensor):
+        return None
+    given: torch.Tensor = grad
+    if given.shape != arg.shape:
+        try:
+            given = given.sum_to_size(arg.shape)
+        except RuntimeError:  # not expandable: autograd refuses it too, and the comparison says so
+            return given
+    return given.to(arg.dtype)
+
+
+def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any], wanted: list[str],
+            make: Callable[[Any], Callable[..., Any]] | None) -> tuple[Gradients, Gradients] | None:
+    try:
+        leaves = {n: v.detach().clone().requires_grad_(n in wanted) if isinstance(v, torch.Tensor) else v
+                  for n, v in inputs.items()}
+        names = [str(getattr(a, "name", "")) for a in program.args]
+        with torch.set_grad_enabled(True), torch.autocast("cpu", enabled=False):  # as Thunder's no_autocast
+            result = executable(program, decorated=False)(*[leaves[n] for n in names])
+        outputs = _flatten(result["output"] if isinstance(result, dict) and "output" in result else result)[0]
+        generator = torch.Generator().manual_seed(1)
+        cotangents = [_cotangent(o, generator) for o in outputs]
+        pairs = [(o, c) for o, c in zip(outputs, cotangents)
+                 if isinstance(o, torch.Tensor) and o.requires_grad and c is not None]
+        if not pairs:
+            return None
+        grads = torch.autograd.grad([o for o, _ in pairs], [leaves[n] for n in wanted], [c for _, c in pairs],
+                                    allow_unused=True)
+        expected: Gradients = dict(zip(wanted, grads))
+        with torch.no_grad():
+            got = pair_gradients(forward, backward, {n: _detached(v) for n, v in inputs.items()},
+                                 cotangents, make)
+    except Exception:  # noqa: BLE001 - a program that fails on random values, or a form this replay does not know
+        return None
+    return None if got is None else (expected, got)
+
+
+def _cotangent(output: Any, generator: torch.Generator) -> torch.Tensor | None:
+    """A random cotangent for a floating tensor output, zeros for another tensor (as autograd hands one), else None."""
+    if not isinstance(output, torch.Tensor):
+        return None
+    if output.is_floating_point() and output.requires_grad:
+        return torch.randn(output.shape, generator=generator, dtype=output.dtype)
+    return torch.zeros_like(output)
+
+
+def _detached(value: Any) -> Any:
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def _grad_mode_changes(program: Any) -> bool:
+    """Whether ``program`` computes a part with grad disabled (its outputs tagged as detached from the autograd
+    graph, or a grad-mode marker): its executable form runs all of it with grad enabled, so it is not judged."""
+    detached = getattr(ProxyTag, "DETACHED_AUTOGRAD_GRAPH", None)
+    for bsym in program.bound_symbols:
+        if "set_grad_enabled" in str(getattr(bsym.sym, "name", "")):
+            return True
+        if detached is not None and any(detached in getattr(p, "tags", ()) for p in proxy_outs(bsym)):
+            return True
+    return False
+
+
+def _defines_a_backward(bsyms: Any) -> bool:
+    """Whether a symbol of ``bsyms`` (at any depth) carries the program's own backward: a custom
+    ``autograd.Function`` (an ad hoc executor's symbol, or ``autograd_function_apply``) or custom op."""
+    for bsym in bsyms:
+        executor = str(getattr(getattr(bsym.sym, "executor", None), "name", ""))
+        name = f"{getattr(bsym.sym, 'name', '')} {getattr(bsym.sym, 'id', '')}"
+        if executor.startswith("__ad_hoc_executor") or "custom_op" in executor or "autograd_function" in name:
+            return True
+        if _defines_a_backward(getattr(bsym, "subsymbols", ()) or ()):
+            return True
+    return False
+
+
+def _computed_bytes(program: Any) -> int:
+    """The bytes of the tensors ``program``'s top-level symbols compute (a symbolic shape counts as over budget)."""
+    total = 0
+    for bsym in program.bound_symbols:
+        for proxy in proxy_outs(bsym):
+            if isinstance(proxy, TensorProxy):
+                try:
+                    total += int(torch.Size(int(d) for d in proxy.shape).numel()) * int(proxy.dtype.bytes)
+                except (TypeError, ValueError):
+                    return BUDGET_BYTES + 1
+    return total
+
+
+def _low_precision(program: Any) -> bool:
+    """Whether ``program`` computes any tensor in half precision (bf16, f16) or lower."""
+    for bsym in program.bound_symbols:
+        for proxy in (*proxy_outs(bsym), *proxy_args(bsym)):
+            dtype = getattr(proxy, "dtype", None)
+            if isinstance(proxy, TensorProxy) and getattr(dtype, "bytes", 4) < 4 and _floating(proxy):
+                return True
+    return False
+
+
+def _floating(proxy: TensorProxy) -> bool:
+    from thunder.core.dtypes import to_torch_dtype
+
+    dtype = to_torch_dtype(proxy.dtype)
+    return dtype is not None and (dtype.is_floating_point or dtype.is_complex)
+
+
+def gradients_about_to_run(compilation: Any, forward: Any, backward: Any, *, judged: set[str]) -> list[Violation]:
+    """``wrong_gradients`` of the pair about to run against the program ``compilation``'s split differentiates,
+    for inputs ``judged`` by no other report; not for a program that updates its inputs (``update-wrong-value``
+    replays it) or was compiled for inputs that share storage."""
+    program = compilation.differentiates
+    if program is None or (compilation.updates is not None and compilation.updates[1]) or _shares(compilation):
+        return []
+    return [v for v in wrong_gradients(program, forward, backward) if v.name not in judged]
+
+
+def wrong_gradient_culprit(compilation: Any, name: str) -> Any:
+    """The first step after which the compilation's forward and backward (each side's latest form) give ``name``
+    another gradient than autograd does (violation path only), or None."""
+    fw, bw = compilation.handed_over
+    program = compilation.differentiates
+    if program is None or fw is None or bw is None:
+        return None
+    from safe_tracectx.hooks.compilation import is_backward
+
+    from safe_tracectx.hooks.step_record import Step
+
+    latest: dict[bool, Any] = {}
+    first = True
+    for step in compilation.steps:
+        trace = step.ref()
+        if trace is None or (trace.names is not fw.names and trace.names is not bw.names):
+            continue
+        latest[is_backward(trace)] = trace
+        if len(latest) < 2:
+            continue
+        if any(v.name == name for v in _wrong_in_forms(program, latest[False], latest[True])):
+            if first and step.pass_function is not None:  # the split's own pair: the split and the rules it applies
+                return Step(trace, step.within or step.label, step.pass_function, None)
+            return step
+        first = False
+    return None
+
+
+def _wrong_in_forms(program: Any, forward: Any, backward: Any) -> list[Violation]:
+    """``wrong_gradients`` of a pair of forms of the program, not all of them compiled to run: made executable."""
+    return wrong_gradients(program, forward, backward, make=executable)
+
+
+def _shares(compilation: Any) -> bool:
+    from safe_tracectx.traces.call_inputs import Region
+
+    storages = compilation.storages() or {}
+    arguments = {getattr(a, "name", None) for a in getattr(compilation.differentiates, "args", None) or ()}
+    shared = [key.storage for name, key in storages.items() if name in arguments and isinstance(key, Region)]
+    return len(shared) != len(set(shared))

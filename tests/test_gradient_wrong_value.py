@@ -1,0 +1,234 @@
+"""gradient-wrong-value: the forward and backward about to run give an input another gradient than autograd.
+
+The program the split differentiates is replayed under PyTorch's autograd, and the pair as
+Thunder runs it, on the same random inputs and cotangents (``hooks.gradient_replay``). Two
+bugs of the class a Thunder user writes: an executor's grad transform that computes another
+derivative, and a Transform that changes the backward after the split. A third is Thunder's
+own (docs/findings.md 12: a CPU 0-dim value's gradient given the full shape), found by this
+check without being written for it. Eager PyTorch is the oracle throughout.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from safe_tracectx import STRICT, BrokenTraceError, use_policy
+from safe_tracectx.hooks import audit, gradient_replay, installed
+from safe_tracectx.policy import AUDIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+    import thunder.torch as ltorch
+    from thunder.core import prims
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import TraceCtx, from_trace, tracectx
+    from thunder.core.transform_common import Transform
+    from thunder.core.transforms import get_grad, put_grad  # type: ignore[attr-defined]
+    from thunder.executors import torchex
+    from thunder.extend import OperatorExecutor, deregister_executor, register_executor
+
+T = torch.Tensor
+KIND = "gradient-wrong-value"
+
+
+class NegatesGradients(Transform):
+    """After the split, the backward returns each gradient negated: a step that changes what the backward gives."""
+
+    def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs: Any) -> TraceCtx:
+        trace = computation_trace
+        if trace.siginfo().name != "backward_fn":
+            return trace
+        new = from_trace(trace)
+        new.bound_symbols = list(trace.bound_symbols[:-1])
+        with tracectx(new):
+            grads = tuple(torchex.neg(g) if isinstance(g, TensorProxy) else g for g in trace.bound_symbols[-1].args[0])
+            prims.python_return(grads)
+        return new
+
+
+@pytest.fixture
+def twice_the_sine() -> Iterator[OperatorExecutor]:
+    """An executor whose grad transform of ``sin`` gives twice the derivative."""
+    executor = OperatorExecutor("twice_the_sine", version="0.1")
+    register_executor(executor)
+    mysin = executor.register_operator("mysin", like=ltorch.sin, fn=torch.sin)
+
+    def sin_grad(a: TensorProxy) -> Any:
+        out = mysin(a)
+        put_grad(a, get_grad(out) * ltorch.cos(a) * 2)
+        return out
+
+    executor.register_implementation(ltorch.sin, mysin, grad_transform=sin_grad)
+    yield executor
+    deregister_executor(executor)
+
+
+def layer(x: T, w: T, b: T) -> T:
+    return (torch.sin(x @ w) + b).sum(-1)
+
+
+def _inputs() -> tuple[T, T, T]:
+    generator = torch.Generator().manual_seed(3)
+    return (torch.randn(3, 4, generator=generator, requires_grad=True),
+            torch.randn(4, 4, generator=generator, requires_grad=True), torch.randn(4, generator=generator))
+
+
+def _grads(function: Callable[..., T], *args: T) -> list[T]:
+    """Each argument's gradient (zeros where it gets none, or requires none)."""
+    leaves = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+    torch.autograd.backward(function(*leaves).sum())
+    return [leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves]
+
+
+def _ours(log: Any) -> list[Any]:
+    return [v for v in log.to_dict()["violations"] if v["kind"] == KIND]
+
+
+def test_an_executors_grad_transform_that_computes_another_derivative_is_raised_before_the_program_runs(
+    twice_the_sine: OperatorExecutor,
+) -> None:
+    executors = [twice_the_sine, *thunder.get_default_executors()]
+    eager = _grads(layer, *_inputs())
+    plain = _grads(thunder.jit(layer, executors=executors), *_inputs())
+    assert not torch.allclose(eager[0], plain[0])  # plain Thunder: a wrong x.grad, silently
+    given = _inputs()
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
+        thunder.jit(layer, executors=executors)(*given)
+    error = raised.value
+    assert error.kind == KIND and set(error.names) == {"x", "w"}  # b requires no grad: not judged
+    assert "another gradient than PyTorch's autograd" in str(error) and "elements differ" in str(error)
+    assert "make the grad rule" in str(error)
+    assert error.culprit == ("forward/backward split", "thunder.transforms.autodiff.split_into_forward_and_backward")
+    assert given[0].grad is None  # before anything ran a backward
+
+
+def test_a_step_after_the_split_that_changes_the_backward_is_charged_to_that_step() -> None:
+    eager = _grads(layer, *_inputs())
+    plain = _grads(thunder.jit(layer, transforms=[NegatesGradients()]), *_inputs())
+    assert torch.allclose(plain[0], -eager[0])
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(layer, transforms=[NegatesGradients()])(*_inputs())
+    found = _ours(log)
+    assert sorted(v["names"][0] for v in found) == ["w", "x"]
+    assert all("NegatesGradients.transform_trace_post_optimization" in str(v["culprit"]) for v in found)
+
+
+def test_thunders_own_wrong_gradient_of_a_cpu_scalar_is_found() -> None:
+    def centred(x: T) -> T:
+        return x * 2 + x.sum()
+
+    x = torch.randn(3, requires_grad=True)
+    assert not torch.allclose(_grads(centred, x)[0], _grads(thunder.jit(centred), x)[0])  # findings 12, 0.2.6
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(centred)(x)
+    assert [v["names"] for v in _ours(log)] == [["x"]]
+
+
+def _mlp(x: T, w1: T, w2: T) -> T:
+    return F.gelu(x @ w1) @ w2
+
+
+def _attention(q: T, k: T, v: T) -> T:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _normed(x: T, w: T, b: T) -> T:
+    return F.layer_norm(x, (8,), w, b) + F.rms_norm(x, (8,)) + F.normalize(x, dim=1)
+
+
+def _mixed(x: T, i: T, t: T) -> T:
+    picked = torch.where(x > 0, x, x * 0.5)[i]
+    return F.cross_entropy(picked, t) + x.bfloat16().float().softmax(-1).sum() + x.topk(2)[0].sum()
+
+
+def _no_grad_part(x: T, w: T) -> T:
+    with torch.no_grad():
+        frozen = x * 3  # computed without autograd: its executable form would differentiate it, so not judged
+    return x @ w + frozen
+
+
+def _scaled(x: T, w: T, scale: T) -> T:
+    return (x @ w * scale).sum(-1)  # a 0-dim parameter: Thunder's backward gives it the full shape, autograd sums it
+
+
+def _half_wide(x: T, w1: T, w2: T) -> T:
+    return F.gelu(x.bfloat16() @ w1.bfloat16()).float().softmax(-1) @ w2  # rounding grows with the width, 256
+
+
+def _r(*shape: int, grad: bool = True) -> T:
+    return torch.randn(*shape, requires_grad=grad)
+
+
+WORKING: list[tuple[Callable[..., T], Callable[[], tuple[T, ...]]]] = [
+    (_mlp, lambda: (_r(4, 8), _r(8, 16), _r(16, 8))),
+    (_attention, lambda: (_r(1, 2, 4, 8), _r(1, 2, 4, 8), _r(1, 2, 4, 8))),
+    (_normed, lambda: (_r(4, 8), _r(8), _r(8, grad=False))),
+    (_mixed, lambda: (_r(4, 5), torch.tensor([0, 2, 2]), torch.tensor([1, 0, 4]))),
+    (_no_grad_part, lambda: (_r(2, 3), _r(3, 3))),
+    (_scaled, lambda: (_r(4, 8), _r(8, 8), torch.tensor(0.5, requires_grad=True))),
+    (_half_wide, lambda: (_r(32, 256), _r(256, 256), _r(256, 8))),
+]
+
+
+@pytest.mark.parametrize("function, make", WORKING, ids=[f.__name__ for f, _ in WORKING])
+def test_silent_where_thunders_gradients_are_eagers(function: Callable[..., T], make: Callable[[], tuple[T, ...]]) -> None:
+    args = make()
+    for want, got in zip(_grads(function, *args), _grads(thunder.jit(function), *args)):
+        assert torch.allclose(want, got, rtol=1e-2, atol=1e-2)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(function)(*args)
+    assert _ours(log) == []
+
+
+def test_silent_under_the_callers_autocast_where_thunder_rounds_as_eager() -> None:
+    args = (_r(16, 16), _r(16, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for want, got in zip(_grads(_attention_free, *args), _grads(thunder.jit(_attention_free), *args)):
+            assert torch.allclose(want, got, atol=2e-2)
+        with audit() as log, use_policy(AUDIT):
+            thunder.jit(_attention_free)(*args)
+    assert _ours(log) == []
+
+
+def _attention_free(x: T, w: T) -> T:
+    return F.gelu(x @ w).softmax(-1)
+
+
+def test_not_judged_and_the_users_generator_untouched_when_the_program_draws_random_numbers() -> None:
+    def noisy(x: T, w: T) -> T:
+        return F.dropout(x @ w, 0.5)
+
+    torch.manual_seed(0)
+    thunder.jit(noisy, transforms=[NegatesGradients()])(_r(2, 3), _r(3, 3))
+    plain_next = torch.rand(1)
+    torch.manual_seed(0)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(noisy, transforms=[NegatesGradients()])(_r(2, 3), _r(3, 3))
+    assert torch.equal(torch.rand(1), plain_next)
+    assert _ours(log) == []
+
+
+def test_switched_off_it_replays_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(gradient_replay, "replay", lambda *a, **k: calls.append(a))
+    with installed(), use_policy(STRICT.replace(gradient_wrong_value="off")):
+        thunder.jit(layer, transforms=[NegatesGradients()])(*_inputs())
+    assert calls == []
+
+
+def test_the_replay_is_the_packages_own_work_nothing_of_it_is_audited(monkeypatch: pytest.MonkeyPatch) -> None:
+    def passes_run() -> list[str]:
+        with audit() as log, use_policy(AUDIT):
+            thunder.jit(layer, transforms=[NegatesGradients()])(*_inputs())
+        return [r["label"] for r in log.to_dict()["pass_runs"]]
+
+    replayed = passes_run()
+    monkeypatch.setattr(gradient_replay, "replay", lambda *a, **k: None)
+    assert replayed == passes_run()
