@@ -77,8 +77,8 @@ class Compilation:
         #: The inputs updated with grad enabled; the call's tensors as whether each is a leaf requiring grad.
         self.refusing: set[str] = set()
         self.grad_leaves: tuple[tuple[Any, ...], dict[str, Any]] | None = None
-        #: The forward and backward Thunder made callables of (about to run), until both are there.
-        self.running: dict[str, Any] = {}
+        #: The forward and backward Thunder made callables of (about to run), with the callable, until both are there.
+        self.running: dict[str, tuple[Any, Any]] = {}
         #: The last (forward, backward) compared as about to run.
         self.handed_over: tuple[Any, Any] = (None, None)
         #: (violation kind, name) already reported (a later pass or the program does not report it again).

@@ -134,6 +134,11 @@ def pair_gradients(forward: Any, backward: Any, inputs: Mapping[str, Any], cotan
         name = by_id.get(id(arg))
         if name is not None:
             found[name] = _as_autograd_hands_it(grad, arg)
+    for output, cotangent in zip(flat_output, cotangents):  # an input returned as it is: autograd hands it the
+        name = by_id.get(id(output))                          # output's gradient directly
+        if name is not None and isinstance(cotangent, torch.Tensor):
+            earlier = found.get(name)
+            found[name] = cotangent if earlier is None else earlier + cotangent
     return found
 
 
@@ -158,7 +163,7 @@ def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any]
                   for n, v in inputs.items()}
         names = [str(getattr(a, "name", "")) for a in program.args]
         with torch.set_grad_enabled(True), torch.autocast("cpu", enabled=False):  # as Thunder's no_autocast
-            result = executable(program, decorated=False)(*[leaves[n] for n in names])
+            result = _differentiable(program)(*[leaves[n] for n in names])
         outputs = _flatten(result["output"] if isinstance(result, dict) and "output" in result else result)[0]
         generator = torch.Generator().manual_seed(1)
         cotangents = [_cotangent(o, generator) for o in outputs]
@@ -175,6 +180,16 @@ def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any]
     except Exception:  # noqa: BLE001 - a program that fails on random values, or a form this replay does not know
         return None
     return None if got is None else (expected, got)
+
+
+def _differentiable(program: Any) -> Callable[..., Any]:
+    """``program`` as a function autograd can differentiate: as it is when its symbols are already those of
+    executors (Thunder 0.2.4 on splits the execution trace), else made executable with the torch and Python ones."""
+    if all(getattr(b.sym, "executor", None) is not None or getattr(b.sym, "is_prim", False)
+           for b in program.bound_symbols):
+        function: Callable[..., Any] = program.python_callable(include_decorators=False)
+        return function
+    return executable(program, decorated=False)
 
 
 def _cotangent(output: Any, generator: torch.Generator) -> torch.Tensor | None:
@@ -245,14 +260,22 @@ def _floating(proxy: TensorProxy) -> bool:
     return dtype is not None and (dtype.is_floating_point or dtype.is_complex)
 
 
-def gradients_about_to_run(compilation: Any, forward: Any, backward: Any, *, judged: set[str]) -> list[Violation]:
-    """``wrong_gradients`` of the pair about to run against the program ``compilation``'s split differentiates,
-    for inputs ``judged`` by no other report; not for a program that updates its inputs (``update-wrong-value``
-    replays it) or was compiled for inputs that share storage."""
+def gradients_about_to_run(compilation: Any, forward: tuple[Any, Any], backward: tuple[Any, Any], *,
+                           judged: set[str]) -> list[Violation]:
+    """``wrong_gradients`` of the pair about to run ((trace, the callable Thunder compiled of it or None) each)
+    against the program ``compilation``'s split differentiates, for inputs ``judged`` by no other report; not for a
+    program that updates its inputs (``update-wrong-value`` replays it) or was compiled for inputs that share
+    storage."""
     program = compilation.differentiates
     if program is None or (compilation.updates is not None and compilation.updates[1]) or _shares(compilation):
         return []
-    return [v for v in wrong_gradients(program, forward, backward) if v.name not in judged]
+    compiled = {id(trace): function for trace, function in (forward, backward) if function is not None}
+
+    def make(trace: Any) -> Callable[..., Any]:
+        function: Callable[..., Any] = compiled.get(id(trace)) or trace.python_callable()
+        return function
+
+    return [v for v in wrong_gradients(program, forward[0], backward[0], make) if v.name not in judged]
 
 
 def wrong_gradient_culprit(compilation: Any, name: str) -> Any:

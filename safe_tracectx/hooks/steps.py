@@ -243,26 +243,30 @@ def _about_to_run(
     ]
     if by_jit:
         found += untranslated_values(trace)
-    found += _handover_about_to_run(compilation, trace)
+    found += _handover_about_to_run(compilation, trace, function if by_jit else None)
     return found
 
 
-def _handover_about_to_run(compilation: compilations.Compilation, trace: TraceCtx) -> list[Violation]:
-    """Once both the forward and the backward are about to run: what the one saves, the other must unpack."""
+def _handover_about_to_run(
+    compilation: compilations.Compilation, trace: TraceCtx, function: Any = None
+) -> list[Violation]:
+    """Once both the forward and the backward are about to run (as ``function``, when Thunder compiled it): what the
+    one saves, the other must unpack, and the gradients they give."""
     side = side_of(compilation, trace)
     if side is None:
         return []
-    compilation.running[side] = trace
-    fw, bw = compilation.running.get("forward"), compilation.running.get("backward")
-    if fw is None or bw is None:
+    compilation.running[side] = (trace, function)
+    if len(compilation.running) < 2:
         return []
+    (fw, fw_function), (bw, bw_function) = compilation.running["forward"], compilation.running["backward"]
     compilation.running.clear()
     compilation.handed_over = (fw, bw)
     found = check_forward_backward(fw, bw)
     if compilation.judges_gradients():  # a step after the split may have dropped a gradient
         found += dropped_gradients(compilation.differentiates, fw, bw, grad_enabled=compilation.grad_enabled)
         if not switched_off("gradient-wrong-value"):
-            found += gradients_about_to_run(compilation, fw, bw, judged={v.name for v in found})
+            found += gradients_about_to_run(compilation, (fw, fw_function), (bw, bw_function),
+                                            judged={v.name for v in found})
     return found
 
 
