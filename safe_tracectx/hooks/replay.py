@@ -114,9 +114,10 @@ def wrong_elements(a: torch.Tensor, b: torch.Tensor, *, loose: bool = False) -> 
     return int((a != b).sum())
 
 
-def random_inputs(program: Any) -> dict[str, Any] | None:
+def random_inputs(program: Any, *, positive: bool = False) -> dict[str, Any] | None:
     """A value for each argument of ``program`` by name (floating and bool tensors random, integers 0 or 1, so
-    that they index any dimension of two or more), or None: not all can be made, or they exceed the budget."""
+    that they index any dimension of two or more; ``positive``: floats in [0, 1)), or None: not all can be made, or
+    they exceed the budget."""
     generator = torch.Generator().manual_seed(0)
     values: dict[str, Any] = {}
     size = 0
@@ -130,7 +131,7 @@ def random_inputs(program: Any) -> dict[str, Any] | None:
                 size += torch.Size(shape).numel() * dtype.itemsize
                 if size > BUDGET_BYTES:
                     return None
-                values[arg.name] = _random_tensor(shape, dtype, generator)
+                values[arg.name] = _random_tensor(shape, dtype, generator, positive=positive)
             except (TypeError, ValueError, RuntimeError, NotImplementedError):  # a symbolic shape, float8's randn
                 return None
         elif isinstance(arg, NumberProxy):
@@ -143,9 +144,12 @@ def random_inputs(program: Any) -> dict[str, Any] | None:
     return values
 
 
-def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+def _random_tensor(
+    shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator, *, positive: bool = False
+) -> torch.Tensor:
     if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(shape, generator=generator, dtype=dtype)
+        draw = torch.rand if positive else torch.randn
+        return draw(shape, generator=generator, dtype=dtype)
     return torch.randint(0, 2, shape, generator=generator).to(dtype)
 
 
