@@ -393,9 +393,12 @@ def test_strict_raises_before_the_pass_naming_the_view_and_the_rule() -> None:
 
 def test_switched_off_for_this_check_only() -> None:
     x, y = _inputs()
-    with installed(STRICT), use_policy("strict", gradient_skips_update="off"):
-        out = thunder.jit(_view_then_update_base)(x, y)
-    assert out.shape == (3,)  # compiled and ran: nothing raised for the switched-off check
+    with installed(STRICT), use_policy("strict", gradient_skips_update="off"), pytest.raises(BrokenTraceError) as raised:
+        thunder.jit(_view_then_update_base)(x, y)
+    assert raised.value.kind == "gradient-wrong-value"  # the general replay still sees the wrong gradient
+    with installed(STRICT), use_policy("strict", gradient_skips_update="off", gradient_wrong_value="off"):
+        out = thunder.jit(_view_then_update_base)(*_inputs())
+    assert out.shape == (3,)  # compiled and ran: nothing raised for the switched-off checks
 
 
 def test_no_update_aliases_no_report() -> None:

@@ -22,6 +22,8 @@ import traceback
 from types import FrameType
 from typing import Any, Final
 
+from safe_tracectx._support import events
+
 __all__ = ["POINT_KINDS", "InjectedFault", "Injector", "arm", "disarm", "point", "point_name"]
 
 #: The kinds of injection point, and how reports call them.
@@ -104,5 +106,5 @@ def disarm() -> None:
 
 def point(kind: str, pass_label: str | None) -> None:
     """One injection point of ``kind`` (``set``, ``proxy``, ``pass``); may raise ``InjectedFault``."""
-    if injector is not None:
+    if injector is not None and not events.own_work.get():  # this package's own replays are no point of the user's
         injector.hit(kind, pass_label)
