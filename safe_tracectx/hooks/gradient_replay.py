@@ -85,7 +85,8 @@ def _how_far(given: torch.Tensor, reference: torch.Tensor, *, low: bool) -> str 
         return f"shape {tuple(given.shape)} where autograd gives {tuple(reference.shape)}"
     if not (given.is_floating_point() or given.is_complex()):
         return None if not differs(given, reference) else f"{wrong_elements(given, reference)} elements differ"
-    difference, scale = (given - reference).double(), reference.double()
+    wide = torch.complex128 if given.is_complex() or reference.is_complex() else torch.float64
+    difference, scale = (given - reference).to(wide), reference.to(wide)
     error, norm = float(torch.linalg.vector_norm(difference)), float(torch.linalg.vector_norm(scale))
     largest, peak = float(difference.abs().max()) if difference.numel() else 0.0, float(scale.abs().max()) if scale.numel() else 0.0
     floor = 1e-5 * max(1.0, reference.numel()) ** 0.5
