@@ -92,25 +92,23 @@ def wrong_update_values(
     return found
 
 
-def differs(a: torch.Tensor, b: torch.Tensor, *, loose: bool = False) -> bool:
+def differs(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``a`` holds other values than ``b`` beyond rounding (NaN where the other has NaN is alike; integers
-    and bools computed from floats may round to a neighbour: one element in a hundred, by one, is rounding;
-    ``loose``: floats that went through a longer computation, a backward, may round ten times as far)."""
+    and bools computed from floats may round to a neighbour: one element in a hundred, by one, is rounding)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return True
     if a.is_floating_point() or a.is_complex():
-        return wrong_elements(a, b, loose=loose) > 0
+        return wrong_elements(a, b) > 0
     return bool(((a.long() - b.long()).abs() > 1).any()) or wrong_elements(a, b) > a.numel() // 100
 
 
-def wrong_elements(a: torch.Tensor, b: torch.Tensor, *, loose: bool = False) -> int:
-    """How many elements of ``a`` are not ``b``'s (floats beyond rounding; ``loose``: as in :func:`differs`)."""
+def wrong_elements(a: torch.Tensor, b: torch.Tensor) -> int:
+    """How many elements of ``a`` are not ``b``'s (floats beyond rounding)."""
     if a.shape != b.shape:
         return a.numel()
     if a.is_floating_point() or a.is_complex():
         rtol, atol = (1e-2, 1e-2) if a.dtype in _LOW_PRECISION else (1e-4, 1e-4)
-        scale = 10 if loose else 1
-        return int((~torch.isclose(a, b, rtol * scale, atol * scale, equal_nan=True)).sum())
+        return int((~torch.isclose(a, b, rtol, atol, equal_nan=True)).sum())
     return int((a != b).sum())
 
 
