@@ -184,15 +184,6 @@ WORKING: list[tuple[Callable[..., Any], Callable[[], tuple[T, ...]]]] = [
 
 @pytest.mark.parametrize("function, make", WORKING, ids=[f.__name__ for f, _ in WORKING])
 def test_silent_where_thunders_gradients_are_eagers(function: Callable[..., Any], make: Callable[[], tuple[T, ...]]) -> None:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # no OpenMP pool in this process: test_sweep forks it later, and a fork of one hangs
-    try:
-        _silent(function, make)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _silent(function: Callable[..., Any], make: Callable[[], tuple[T, ...]]) -> None:
     args = make()
     eager, jitted = _summed(function), _summed(thunder.jit(function))
     for want, got in zip(_grads(eager, *args), _grads(jitted, *args)):

@@ -86,6 +86,35 @@ def test_points_are_counted_without_touching_the_parent() -> None:
     assert (result.points, result.runs, result.outcomes, result.findings) == (1, 1, {"propagated": 1}, [])
 
 
+def test_a_run_forked_after_this_process_ran_a_parallel_op_does_not_wait_for_its_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import thunder.core.trace as trace
+    import torch
+
+    import safe_tracectx.sweep.runner as runner
+
+    monkeypatch.setattr(runner, "RUN_TIMEOUT_SECONDS", 120)  # a hung child fails this test in 2 minutes, not 10
+
+    def parallel_op() -> None:
+        torch.randn(1_000_000).exp().sum()
+
+    def body() -> None:
+        token = trace.set_tracectx(trace.TraceCtx())
+        parallel_op()
+        trace.reset_tracectx(token)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        parallel_op()  # OpenMP's pool now exists in this process, and not in a child forked from it
+        result = sweep(body)
+    finally:
+        torch.set_num_threads(threads)
+    assert (result.points, result.outcomes, result.findings) == (1, {"propagated": 1}, [])
+    assert torch.get_num_threads() == threads  # the child's single thread is the child's alone
+
+
 def test_sampling_is_seeded() -> None:
     import thunder.core.trace as trace
 

@@ -29,6 +29,7 @@ import dataclasses
 import os
 import random
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable
 
@@ -79,6 +80,14 @@ def result_json(work: Callable[[], RunResult]) -> str:
         return RunResult.ended_without_result("sweep error", repr(error)).to_json()
 
 
+def _single_threaded_torch() -> None:
+    """A forked child runs torch on one thread: the parent's OpenMP pool is not in the child, and the
+    child's first parallel op would wait for it forever (whenever the parent ran one before the fork)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _in_child(work: Callable[[], RunResult], timeout: int | None = None) -> RunResult:
     """``work()`` in a forked child (its result sent back as JSON); the parent is left as it was."""
     timeout = RUN_TIMEOUT_SECONDS if timeout is None else timeout
@@ -88,6 +97,7 @@ def _in_child(work: Callable[[], RunResult], timeout: int | None = None) -> RunR
         me = os.getpid()
         _die_with_parent()
         signal.alarm(timeout)
+        _single_threaded_torch()
         os.close(read_end)
         payload = result_json(work).encode()
         if os.getpid() == me:  # a process the program forked returns here too: only the run itself reports
