@@ -1,16 +1,21 @@
 """gradient-wrong-value: the forward and backward about to run give an input another gradient than autograd.
 
 The program the split differentiates is replayed under PyTorch's autograd, and the pair as
-Thunder runs it, on the same random inputs and cotangents (``hooks.gradient_replay``). Two
-bugs of the class a Thunder user writes: an executor's grad transform that computes another
-derivative, and a Transform that changes the backward after the split. A third is Thunder's
-own (docs/findings.md 12: a CPU 0-dim value's gradient given the full shape), found by this
-check without being written for it. Eager PyTorch is the oracle throughout.
+Thunder runs it, on the same inputs (the call's own, else random ones) and random cotangents
+(``hooks.gradient_replay``). Two bugs of the class a Thunder user writes: an executor's grad
+transform that computes another derivative, and a Transform that changes the backward after
+the split. Thunder's own, found by this check without being written for them: a CPU 0-dim
+value's gradient given the full shape (docs/findings.md 12), the padding row of
+``padding_idx=-1`` (24), and NaN gradients of ops whose decomposition the split
+differentiates for want of a grad rule (25). Eager PyTorch is the oracle throughout.
 """
 
 from __future__ import annotations
 
+import gc
+import re
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -200,10 +205,13 @@ def _summed(function: Callable[..., Any]) -> Callable[..., T]:
     return scalar
 
 
-def test_a_loss_that_refuses_random_normal_values_is_replayed_on_values_in_the_unit_interval() -> None:
+def test_a_loss_that_refuses_random_normal_values_is_replayed_on_values_in_the_unit_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def bce(p: T, t: T) -> T:
         return F.binary_cross_entropy(torch.sigmoid(p), t)  # targets in [0, 1]: randn's are refused
 
+    monkeypatch.setattr(gradient_replay, "call_values", lambda compilation: None)  # the call's own not at hand
     args = (_r(4, 3), torch.rand(4, 3))
     with audit() as log, use_policy(AUDIT):
         thunder.jit(bce, transforms=[NegatesGradients()])(*args)
@@ -274,3 +282,72 @@ def test_the_replay_is_the_packages_own_work_nothing_of_it_is_audited(monkeypatc
     replayed = passes_run()
     monkeypatch.setattr(gradient_replay, "replay", lambda *a, **k: None)
     assert replayed == passes_run()
+
+
+FAR_OUT = [-3.0, 0.5, 30.0, 100.0]  # exp(100) overflows float32
+
+
+@pytest.mark.parametrize("op", [F.elu, F.selu, F.celu, F.mish], ids=lambda op: op.__name__)
+def test_a_decomposition_differentiated_for_want_of_a_grad_rule_is_charged_to_its_symbol(op: Callable[[T], T]) -> None:
+    def f(x: T) -> T:
+        return op(x)
+
+    eager, plain = _grads(f, torch.tensor(FAR_OUT, requires_grad=True))[0], _grads(thunder.jit(f), torch.tensor(FAR_OUT, requires_grad=True))[0]
+    assert torch.isfinite(eager).all() and not torch.isfinite(plain).all()  # docs/findings.md 25: 0.2.6 and main
+    x = torch.tensor(FAR_OUT, requires_grad=True)
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
+        thunder.jit(f)(x)
+    error = raised.value
+    name = op.__name__
+    assert error.kind == KIND and error.names[0] == "x"
+    assert error.culprit == (name, f"thunder.torch.{name}")
+    assert re.search(rf"bound symbol 1 \({name}\) has no grad rule in this Thunder \(torch\.[a-z.]*{name}\)", str(error))
+    assert "not finite where autograd's are" in str(error)
+    assert re.search(rf"give torch\.[a-z.]*{name} a grad rule", error.fix)
+    assert x.grad is None and torch.equal(x.detach(), torch.tensor(FAR_OUT))  # nothing ran; the user's x as it was
+
+
+def test_silent_where_the_decomposition_is_right_at_the_calls_own_values() -> None:
+    x = torch.randn(64, requires_grad=True)
+    assert torch.allclose(_grads(F.elu, x)[0], _grads(thunder.jit(F.elu), x)[0])
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(F.elu)(x)
+    assert _ours(log) == []
+
+
+def test_the_calls_own_indices_reach_a_row_random_ones_never_select() -> None:
+    def embed(i: T, w: T) -> T:
+        return F.embedding(i, w, padding_idx=-1)
+
+    i, w = torch.tensor([[0, 4, 2], [4, 1, 4]]), torch.randn(5, 3, requires_grad=True)
+    assert not torch.equal(_grads(embed, i, w)[1][4], _grads(thunder.jit(embed), i, w)[1][4])  # findings 24
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(embed)(i, w)
+    assert [v["names"] for v in _ours(log)] == [["w"]]
+
+
+def test_where_the_calls_own_values_have_no_finite_gradient_random_ones_are_replayed() -> None:
+    def root(x: T) -> T:
+        return torch.sqrt(x) * 2  # eager's gradient at 0 is inf: nothing to judge against there
+
+    x = torch.tensor([0.0, 1.0, 4.0], requires_grad=True)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(root, transforms=[NegatesGradients()])(x)
+    assert [v["names"] for v in _ours(log)] == [["x"]]
+
+
+def test_nothing_of_the_users_call_is_kept_alive() -> None:
+    def alive_after_the_call(audited: bool) -> bool:
+        x = torch.randn(3, 4, requires_grad=True)
+        held = weakref.ref(x)
+        jitted = thunder.jit(layer)
+        if audited:
+            with audit(), use_policy(AUDIT):
+                jitted(x, _r(4, 4), torch.randn(4))
+        else:
+            jitted(x, _r(4, 4), torch.randn(4))
+        del x
+        gc.collect()
+        return held() is not None
+
+    assert alive_after_the_call(True) == alive_after_the_call(False)

@@ -130,10 +130,8 @@ class Compilation:
 
     # ---- steps -----------------------------------------------------------------------
 
-    def record_step(
-        self, trace: Any, label: str, qualname: str, *, within: str | None, named: bool = False,
-        pass_function: str | None = None,
-    ) -> None:
+    def record_step(self, trace: Any, label: str, qualname: str, *, within: str | None, named: bool = False,
+                    pass_function: str | None = None) -> None:
         """``trace`` was made (``named``: given its provenance) by ``qualname``; naming a known step relabels it."""
         known = self._by_trace.get(id(trace))
         if known is not None and known.ref() is trace:
@@ -186,14 +184,15 @@ class Compilation:
         None while there is no call or no prologue to read it from."""
         if self.call is None:
             return None
-        prologues = self._prologues()
+        prologues = self.prologues()
         if not prologues:
             return None
         if self._storages is None or self._storages[0] != len(prologues):
             self._storages = (len(prologues), storage_keys(prologues, self.call))
         return self._storages[1]
 
-    def _prologues(self) -> list[Any]:
+    def prologues(self) -> list[Any]:
+        """The prologue traces made so far, in the order made."""
         return [t for t in (s.ref() for s in self.steps) if t is not None and signature_name(t) == "prologue"]
 
     def read_program(self, interpreted: list[Any], *, until: int | None) -> None:
@@ -216,7 +215,7 @@ class Compilation:
         leaves = self.grad_leaves
         if leaves is None:
             return set()
-        return {n for p in self._prologues() for n, v in unpacked(p, *leaves).items() if v is True}
+        return {n for p in self.prologues() for n, v in unpacked(p, *leaves).items() if v is True}
 
     def interpreted(self, outputs: list[Any], *, since: int, maker: str) -> list[Any]:
         """The interpretation's computation traces (the only ones that still hold the grad-mode markers:

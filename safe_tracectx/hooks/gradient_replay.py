@@ -21,6 +21,8 @@ input that requires grad must get alike gradients (``gradient-wrong-value``). Li
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
@@ -28,10 +30,12 @@ import torch
 from thunder.core.proxies import ProxyTag, TensorProxy
 from thunder.core import pytree
 
-from safe_tracectx.hooks.replay import (
-    BUDGET_BYTES, differs, draws_random, executable, own_work, random_inputs, wrong_elements,
-)
-from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.hooks.call_values import call_values
+from safe_tracectx.hooks.decomposed_gradients import decomposition_at_fault, describe
+from safe_tracectx.hooks.gradient_compare import floating, how_far, low_precision, random_cotangent
+from safe_tracectx.hooks.replay import BUDGET_BYTES, draws_random, executable, own_work, random_inputs
+from safe_tracectx.traces.bound_proxies import proxy_outs
+from safe_tracectx.traces.grad_mode import tensor_outs
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["pair_gradients", "wrong_gradients"]
@@ -44,62 +48,61 @@ _FAILED: Final = "failed"
 Gradients = dict[str, torch.Tensor | None]
 
 
-def wrong_gradients(program: Any, forward: Any, backward: Any,
-                    make: Callable[[Any], Callable[..., Any]] | None = None) -> list[Violation]:
+def wrong_gradients(program: Any, forward: Any, backward: Any, make: Callable[[Any], Callable[..., Any]] | None = None,
+                    call_inputs: Mapping[str, Any] | None = None, *, locate: bool = False) -> list[Violation]:
     """Each input of ``program`` (the trace the split differentiates) that requires grad and that the pair
     ``forward``/``backward`` (traces about to run) gives another gradient than PyTorch's autograd of ``program``,
-    both on the same random inputs and cotangents; nothing when either cannot be replayed (a random op, an input
-    that is not a CPU tensor or a number, a program that fails on random values, a pair of another form). ``make``
-    makes a trace of the pair callable (default: as Thunder compiled it)."""
-    found = []
-    replayed = replay(program, forward, backward, make)
+    both on the same inputs (``call_inputs``: the call's own, by name; else random) and random cotangents; nothing when
+    either cannot be replayed (a random op, an input that is not a CPU tensor or a number, a program that fails on
+    its inputs, a pair of another form). ``make`` makes a trace of the pair callable (default: as Thunder compiled
+    it); ``locate``: a wrong gradient is charged to the symbol whose decomposition gives it, if one does."""
+    found: list[Violation] = []
+    replayed = replay(program, forward, backward, make, call_inputs)
     if replayed is None:
         return []
-    expected, got = replayed
-    low = _low_precision(program)
+    expected, got, inputs = replayed
+    low = low_precision(program)
     for name in expected:
         want, have = expected[name], got.get(name)
         if want is None and have is None:
             continue
         reference = want if want is not None else torch.zeros_like(have)  # type: ignore[arg-type]
         given = have.to(reference.dtype) if have is not None else torch.zeros_like(reference)
-        how = _how_far(given, reference, low=low)
+        how = how_far(given, reference, low=low)
         if how is not None:
             found.append(Violation(
                 "gradient-wrong-value", name,
-                f"replayed on the same random inputs and cotangents, the forward and backward about to run give "
+                f"replayed on the same inputs and random cotangents, the forward and backward about to run give "
                 f"{name} another gradient than PyTorch's autograd gives the program the split differentiates "
                 f"({how}{'; Thunder gives none' if have is None else ''}): the caller's {name}.grad is not "
                 "eager's, silently",
                 f"input {name}",
             ))
+    if found and locate:
+        return _charged_to_a_decomposition(found, program, inputs, low=low)
     return found
 
 
-def _how_far(given: torch.Tensor, reference: torch.Tensor, *, low: bool) -> str | None:
-    """How ``given`` differs from ``reference`` beyond rounding, or None. Rounding is judged against the gradient's
-    scale, as it grows with each reduction's length: the relative L2 error (1e-3, 5e-2 for a program that computes
-    in half precision), and for full precision also the largest difference against the largest element (1e-2), so
-    that a few elements far off are seen too."""
-    if given.shape != reference.shape:
-        return f"shape {tuple(given.shape)} where autograd gives {tuple(reference.shape)}"
-    if not (given.is_floating_point() or given.is_complex()):
-        return None if not differs(given, reference) else f"{wrong_elements(given, reference)} elements differ"
-    wide = torch.complex128 if given.is_complex() or reference.is_complex() else torch.float64
-    difference, scale = (given - reference).to(wide), reference.to(wide)
-    error, norm = float(torch.linalg.vector_norm(difference)), float(torch.linalg.vector_norm(scale))
-    largest, peak = float(difference.abs().max()) if difference.numel() else 0.0, float(scale.abs().max()) if scale.numel() else 0.0
-    floor = 1e-5 * max(1.0, reference.numel()) ** 0.5
-    if error > (5e-2 if low else 1e-3) * norm + floor or (not low and largest > 1e-2 * peak + 1e-5):
-        return f"relative error {error / max(norm, 1e-12):.2g}, largest difference {largest:.3g} where the largest " \
-               f"element is {peak:.3g}"
-    return None
+def _charged_to_a_decomposition(found: list[Violation], program: Any, inputs: Mapping[str, Any], *,
+                                low: bool) -> list[Violation]:
+    """``found``, charged to the symbol whose decomposition, differentiated for want of a grad rule, gives a wrong
+    gradient at the values it gets from ``inputs`` (the violation path only); as they are if none does."""
+    at = own_work(lambda: decomposition_at_fault(program, inputs, low=low))
+    if at is None:
+        return found
+    said, culprit = describe(at)
+    advice = (f"give {at[1].sym.id} a grad rule (thunder.core.transforms.register_grad, or an executor's grad "
+              "transform) that computes the op's own derivative: the chain rule through its decomposition is not it")
+    return [dataclasses.replace(v, message=f"{v.message}: {said}", also=(*v.also, *(p.name for p in tensor_outs(at[1]))),
+                                culprit=culprit, advice=advice) for v in found]
 
 
-def replay(program: Any, forward: Any, backward: Any,
-           make: Callable[[Any], Callable[..., Any]] | None = None) -> tuple[Gradients, Gradients] | None:
-    """(autograd's gradients of ``program``, the pair's gradients) by input name, on the same random inputs; None
-    when either cannot run. ``make`` makes a trace of the pair callable (default: as Thunder compiled it)."""
+def replay(program: Any, forward: Any, backward: Any, make: Callable[[Any], Callable[..., Any]] | None = None,
+           call_inputs: Mapping[str, Any] | None = None) -> tuple[Gradients, Gradients, Mapping[str, Any]] | None:
+    """(autograd's gradients of ``program``, the pair's gradients, the inputs) by input name, on the same inputs:
+    ``call_inputs`` (the call's own) when the program runs on them with finite gradients, else random ones; None
+    when neither runs.
+    ``make`` makes a trace of the pair callable (default: as Thunder compiled it)."""
     if draws_random(program) or draws_random(forward) or draws_random(backward) or _grad_mode_changes(program):
         return None
     if _dynamo_regions(forward) or _dynamo_regions(backward):  # torch.compile guards on strides and flags it
@@ -109,17 +112,23 @@ def replay(program: Any, forward: Any, backward: Any,
     if _computed_bytes(program) > BUDGET_BYTES:  # the replay computes it all twice more, and differentiates it
         return None
     wanted = [a.name for a in getattr(program, "args", None) or ()
-              if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False) and _floating(a)]
+              if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False) and floating(a)]
     if not wanted:
         return None
+    names = [str(getattr(a, "name", "")) for a in program.args]
+    own = dict(call_inputs) if call_inputs is not None and all(n in call_inputs for n in names) else None
     with torch.random.fork_rng(devices=[]):  # the user's random numbers stay the user's
-        for positive in (False, True):  # values a loss or a log accepts (targets in [0, 1)), when randn's are not
-            inputs = random_inputs(program, positive=positive)
+        # The call's own values first (where the user's program goes); then random ones, and values a loss or a log
+        # accepts (targets in [0, 1)) when randn's are not.
+        for positive in (None, False, True):
+            inputs = own if positive is None else random_inputs(program, positive=positive)
             if inputs is None:
+                if positive is None:
+                    continue
                 return None
             replayed = own_work(_replay, program, forward, backward, inputs, wanted, make)
             if not isinstance(replayed, str):  # judged, or nothing to judge
-                return replayed
+                return None if replayed is None else (*replayed, inputs)
     return None
 
 
@@ -184,7 +193,7 @@ def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any]
             result = _differentiable(program)(*[leaves[n] for n in names])
         outputs = _flatten(result["output"] if isinstance(result, dict) and "output" in result else result)[0]
         generator = torch.Generator().manual_seed(1)
-        cotangents = [_cotangent(o, generator) for o in outputs]
+        cotangents = [random_cotangent(o, generator) for o in outputs]
         pairs = [(o, c) for o, c in zip(outputs, cotangents)
                  if isinstance(o, torch.Tensor) and o.requires_grad and c is not None]
         if not pairs:
@@ -218,13 +227,6 @@ def _differentiable(program: Any) -> Callable[..., Any]:
     return executable(program, decorated=False)
 
 
-def _cotangent(output: Any, generator: torch.Generator) -> torch.Tensor | None:
-    """A random cotangent for a floating tensor output, zeros for another tensor (as autograd hands one), else None."""
-    if not isinstance(output, torch.Tensor):
-        return None
-    if output.is_floating_point() and output.requires_grad:
-        return torch.randn(output.shape, generator=generator, dtype=output.dtype)
-    return torch.zeros_like(output)
 
 
 def _detached(value: Any) -> Any:
@@ -278,21 +280,8 @@ def _computed_bytes(program: Any) -> int:
     return total
 
 
-def _low_precision(program: Any) -> bool:
-    """Whether ``program`` computes any tensor in half precision (bf16, f16) or lower."""
-    for bsym in program.bound_symbols:
-        for proxy in (*proxy_outs(bsym), *proxy_args(bsym)):
-            dtype = getattr(proxy, "dtype", None)
-            if isinstance(proxy, TensorProxy) and getattr(dtype, "bytes", 4) < 4 and _floating(proxy):
-                return True
-    return False
 
 
-def _floating(proxy: TensorProxy) -> bool:
-    from thunder.core.dtypes import to_torch_dtype
-
-    dtype = to_torch_dtype(proxy.dtype)
-    return dtype is not None and (dtype.is_floating_point or dtype.is_complex)
 
 
 def gradients_about_to_run(compilation: Any, forward: tuple[Any, Any], backward: tuple[Any, Any], *,
@@ -310,7 +299,9 @@ def gradients_about_to_run(compilation: Any, forward: tuple[Any, Any], backward:
         function: Callable[..., Any] = compiled.get(id(trace)) or trace.python_callable()
         return function
 
-    return [v for v in wrong_gradients(program, forward[0], backward[0], make) if v.name not in judged]
+    given = call_values(compilation)
+    return [v for v in wrong_gradients(program, forward[0], backward[0], make, given, locate=True)
+            if v.name not in judged]
 
 
 def wrong_gradient_culprit(compilation: Any, name: str) -> Any:
@@ -325,7 +316,7 @@ def wrong_gradient_culprit(compilation: Any, name: str) -> Any:
     from safe_tracectx.hooks.step_record import Step
 
     latest: dict[bool, Any] = {}
-    first = True
+    first, given = True, call_values(compilation)
     for step in compilation.steps:
         trace = step.ref()
         if trace is None or (trace.names is not fw.names and trace.names is not bw.names):
@@ -333,14 +324,10 @@ def wrong_gradient_culprit(compilation: Any, name: str) -> Any:
         latest[is_backward(trace)] = trace
         if len(latest) < 2:
             continue
-        if any(v.name == name for v in _wrong_in_forms(program, latest[False], latest[True])):
+        if any(v.name == name for v in wrong_gradients(program, latest[False], latest[True], executable, given)):
             if first and step.pass_function is not None:  # the split's own pair: the split and the rules it applies
                 return Step(trace, step.within or step.label, step.pass_function, None)
             return step
         first = False
     return None
 
-
-def _wrong_in_forms(program: Any, forward: Any, backward: Any) -> list[Violation]:
-    """``wrong_gradients`` of a pair of forms of the program, not all of them compiled to run: made executable."""
-    return wrong_gradients(program, forward, backward, make=executable)

@@ -1,0 +1,169 @@
+"""Which symbol's decomposition gives a wrong gradient, when the split differentiates it for want of a grad rule.
+
+For a symbol with no grad rule (no executor's grad transform, no registered VJP),
+Thunder's split differentiates the symbols it decomposes into. The torch executor
+still runs the forward as the op itself, so the values are right, but the backward
+is the chain rule through the decomposition, which may differ from the op's own
+derivative where it overflows (softplus's ``log1p(exp(a))`` at a = 100 gives NaN
+where the op's derivative is 1: #1875; silu's ``1 / (1 + exp(-a))`` at a = -256:
+#2624). Once the replay has found a wrong gradient, each such symbol of the
+program is differentiated by PyTorch's autograd twice, on the values it gets from
+the same inputs: as the op and as its decomposition. The first whose two
+gradients differ is the symbol to charge: its decomposition is not fit to
+differentiate, and it needs a grad rule::
+
+    >>> import torch, thunder
+    >>> from safe_tracectx.hooks.decomposed_gradients import decomposition_at_fault
+    >>> jitted = thunder.jit(lambda x: torch.nn.functional.relu(x).sum())
+    >>> x = torch.ones(3, requires_grad=True)
+    >>> _ = jitted(x)
+    >>> decomposition_at_fault(thunder.last_traces(jitted)[0], {"x": x}, low=False) is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import torch
+from thunder.core import prims
+from thunder.core.proxies import TensorProxy
+from thunder.core.pytree import tree_flatten
+from thunder.core.trace import TraceCtx
+
+from safe_tracectx.hooks.gradient_compare import floating, how_far, random_cotangent
+from safe_tracectx.hooks.replay import executable
+from safe_tracectx.traces.bound_proxies import proxy_args
+from safe_tracectx.traces.grad_mode import tensor_outs
+from safe_tracectx.traces.violations import bsym_label
+
+__all__ = ["Decomposed", "decomposition_at_fault", "describe"]
+
+#: The most symbols tried (each costs two executable traces): the violation path only, but never unbounded.
+_MOST: Final = 64
+#: (index in the program, bound symbol, how its decomposition's gradient differs from the op's).
+Decomposed = tuple[int, Any, str]
+
+
+def decomposition_at_fault(program: Any, inputs: Mapping[str, Any], *, low: bool) -> Decomposed | None:
+    """The first top-level symbol of ``program`` (the trace the split differentiates) that has no grad rule, whose
+    decomposition the split differentiates, and whose decomposition's gradient at the values it gets from
+    ``inputs`` (by name) is not its op's, both by PyTorch's autograd; None if there is none, or the program does
+    not run here."""
+    requiring = {a.name for a in program.args if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False)}
+    candidates = []
+    for index, bsym in enumerate(program.bound_symbols):  # an intermediate's proxy may not say it requires grad
+        if {p.name for p in proxy_args(bsym)} & requiring:
+            if _differentiated_decomposition(bsym):
+                candidates.append((index, bsym))
+            requiring |= {p.name for p in tensor_outs(bsym) if floating(p)}
+    candidates = candidates[:_MOST]
+    if not candidates:
+        return None
+    needed = list({p.name: p for _, b in candidates for p in _inputs(b)}.values())
+    try:
+        values = _values_at(program, inputs, needed)
+    except Exception:  # noqa: BLE001 - the program's prefix does not run on these values: nothing to say
+        return None
+    for index, bsym in candidates:
+        try:
+            how = _op_against_decomposition(program, bsym, values, requiring, low=low)
+        except Exception:  # noqa: BLE001 - one form does not run: this symbol is not judged
+            continue
+        if how is not None:
+            return index, bsym, how
+    return None
+
+
+def describe(found: Decomposed) -> tuple[str, tuple[str, str]]:
+    """What to say of ``found``, and the culprit (label, qualname): the function that defines the symbol."""
+    from safe_tracectx.traces.grad_mode import meta_definer
+
+    index, bsym, how = found
+    definer = meta_definer(bsym) or (str(bsym.sym.name), str(bsym.sym.id))
+    return (f"{bsym_label(index, bsym)} has no grad rule in this Thunder ({bsym.sym.id}), so the split "
+            f"differentiates its decomposition ({definer[1]}), whose gradient at the values it gets here is not "
+            f"the op's ({how})"), definer
+
+
+def _differentiated_decomposition(bsym: Any) -> bool:
+    """Whether the split differentiates ``bsym``'s subsymbols (given it reads a tensor that requires grad): it has
+    some, and neither an executor's grad transform nor a registered VJP covers its symbol."""
+    from thunder.core import transforms
+
+    if not getattr(bsym, "subsymbols", None) or getattr(bsym.sym, "is_prim", False):
+        return False
+    if bsym.sym.id in getattr(transforms, "augmented_forward_impls", {}):
+        return False
+    rule = getattr(transforms, "_get_gradfn_and_executor", None)
+    return rule is None or rule(bsym)[0] is None
+
+
+def _inputs(bsym: Any) -> list[Any]:
+    return list({p.name: p for p in proxy_args(bsym)}.values())
+
+
+def _region(program: Any, args: list[Any], bsyms: list[Any], returned: Any) -> Any:
+    """A trace of ``program``'s kind taking ``args``, computing ``bsyms`` and returning ``returned``."""
+    namespace: dict[str, Any] = {}
+    exec(f"def region({', '.join(a.name for a in args)}):\n    pass", namespace)  # its signature: Thunder's codegen
+    trace = TraceCtx(namespace["region"])
+    trace.args, trace.kwargs = tuple(args), {}
+    # The program's names: a proxy the executors make while claiming symbols is named apart from its own.
+    trace.names, trace.name_ctr, trace.obj_name_ctr = program.names, program.name_ctr, program.obj_name_ctr
+    trace.bound_symbols = [*bsyms, prims.python_return.bind(returned, output=None)]
+    return trace
+
+
+def _values_at(program: Any, inputs: Mapping[str, Any], needed: list[Any]) -> dict[str, Any]:
+    """The value of each proxy of ``needed`` when ``program`` runs on ``inputs``."""
+    body = [b for b in program.bound_symbols if b.sym.id not in (prims.PrimIDs.RETURN, "python_return")]
+    prefix = _region(program, list(program.args), body, tuple(needed))
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        result = executable(prefix, decorated=False)(*[inputs[a.name] for a in program.args])
+    return dict(zip((p.name for p in needed), result))
+
+
+def _op_against_decomposition(program: Any, bsym: Any, values: Mapping[str, Any], requiring: set[str], *,
+                              low: bool) -> str | None:
+    """How the decomposition's gradient of ``bsym`` differs from its op's at ``values``, or None (the gradients of
+    its inputs named in ``requiring``)."""
+    args = _inputs(bsym)
+    op = _gradients(_region(program, args, [bsym], bsym.output), args, values, requiring)
+    decomposed = _gradients(_region(program, args, list(bsym.subsymbols), bsym.output), args, values, requiring)
+    if op is None or decomposed is None:
+        return None
+    for name, want in op.items():
+        have = decomposed.get(name)
+        if want is None or have is None or not bool(torch.isfinite(want).all()):
+            continue
+        how = how_far(have, want, low=low)
+        if how is not None:
+            return f"for {name}: {how}"
+    return None
+
+
+def _gradients(region: Any, args: list[Any], values: Mapping[str, Any], requiring: set[str]) -> dict[str, Any] | None:
+    """The gradient of each floating tensor argument of ``region`` named in ``requiring``, by PyTorch's autograd on
+    ``values`` with seeded random cotangents; None when nothing of it is differentiated."""
+    leaves = {a.name: _leaf(values[a.name], a.name in requiring) for a in args}
+    wanted = [a.name for a in args if isinstance(leaves[a.name], torch.Tensor) and leaves[a.name].requires_grad]
+    with torch.set_grad_enabled(True), torch.autocast("cpu", enabled=False):
+        result = executable(region, decorated=False)(*[leaves[a.name] for a in args])
+    outputs = tree_flatten((result,))[0]  # type: ignore[no-untyped-call]
+    generator = torch.Generator().manual_seed(2)
+    pairs = [(o, c) for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad
+             for c in [random_cotangent(o, generator)] if c is not None]
+    if not pairs or not wanted:
+        return None
+    grads = torch.autograd.grad([o for o, _ in pairs], [leaves[n] for n in wanted], [c for _, c in pairs],
+                                allow_unused=True)
+    return dict(zip(wanted, grads))
+
+
+def _leaf(value: Any, requires_grad: bool) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone().requires_grad_(requires_grad and (value.is_floating_point() or value.is_complex()))
+    return value
+
