@@ -32,6 +32,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceCtx
 
+from safe_tracectx.hooks.eager_ops import eager_executor
 from safe_tracectx.hooks.gradient_compare import floating, how_far, random_cotangent
 from safe_tracectx.hooks.replay import executable
 from safe_tracectx.traces.bound_proxies import proxy_args
@@ -42,16 +43,22 @@ __all__ = ["Decomposed", "decomposition_at_fault", "describe"]
 
 #: The most symbols tried (each costs two executable traces): the violation path only, but never unbounded.
 _MOST: Final = 64
-#: (index in the program, bound symbol, how its decomposition's gradient differs from the op's).
-Decomposed = tuple[int, Any, str]
+#: How deep into decompositions the symbol at fault is looked for.
+_DEEPEST: Final = 3
+#: (where the symbol is, its bound symbol, how its decomposition's gradient differs from the op's).
+Decomposed = tuple[str, Any, str]
 
 
-def decomposition_at_fault(program: Any, inputs: Mapping[str, Any], *, low: bool) -> Decomposed | None:
+def decomposition_at_fault(program: Any, inputs: Mapping[str, Any], *, low: bool,
+                           requiring: set[str] | None = None, depth: int = 0) -> Decomposed | None:
     """The first top-level symbol of ``program`` (the trace the split differentiates) that has no grad rule, whose
     decomposition the split differentiates, and whose decomposition's gradient at the values it gets from
-    ``inputs`` (by name) is not its op's, both by PyTorch's autograd; None if there is none, or the program does
-    not run here."""
-    requiring = {a.name for a in program.args if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False)}
+    ``inputs`` (by name) is not its op's, both by PyTorch's autograd; the innermost such symbol of its
+    decomposition when one is (``glu``'s ``sigmoid``); None if there is none, or the program does not run here.
+    ``requiring``: the inputs that require grad (by default, those whose proxies say so)."""
+    if requiring is None:
+        requiring = {a.name for a in program.args if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False)}
+    requiring = set(requiring)
     candidates = []
     for index, bsym in enumerate(program.bound_symbols):  # an intermediate's proxy may not say it requires grad
         if {p.name for p in proxy_args(bsym)} & requiring:
@@ -71,8 +78,16 @@ def decomposition_at_fault(program: Any, inputs: Mapping[str, Any], *, low: bool
             how = _op_against_decomposition(program, bsym, values, requiring, low=low)
         except Exception:  # noqa: BLE001 - one form does not run: this symbol is not judged
             continue
-        if how is not None:
-            return index, bsym, how
+        if how is None:
+            continue
+        if depth < _DEEPEST:  # a symbol of its decomposition may be the one at fault
+            args = _inputs(bsym)
+            inner = decomposition_at_fault(_region(program, args, list(bsym.subsymbols), bsym.output),
+                                           {a.name: values[a.name] for a in args}, low=low,
+                                           requiring={a.name for a in args} & requiring, depth=depth + 1)
+            if inner is not None:
+                return f"{inner[0]} in the decomposition of {bsym_label(index, bsym)}", *inner[1:]
+        return bsym_label(index, bsym), bsym, how
     return None
 
 
@@ -80,9 +95,9 @@ def describe(found: Decomposed) -> tuple[str, tuple[str, str]]:
     """What to say of ``found``, and the culprit (label, qualname): the function that defines the symbol."""
     from safe_tracectx.traces.grad_mode import meta_definer
 
-    index, bsym, how = found
+    where, bsym, how = found
     definer = meta_definer(bsym) or (str(bsym.sym.name), str(bsym.sym.id))
-    return (f"{bsym_label(index, bsym)} has no grad rule in this Thunder ({bsym.sym.id}), so the split "
+    return (f"{where} has no grad rule in this Thunder ({bsym.sym.id}), so the split "
             f"differentiates its decomposition ({definer[1]}), whose gradient at the values it gets here is not "
             f"the op's ({how})"), definer
 
@@ -130,7 +145,8 @@ def _op_against_decomposition(program: Any, bsym: Any, values: Mapping[str, Any]
     """How the decomposition's gradient of ``bsym`` differs from its op's at ``values``, or None (the gradients of
     its inputs named in ``requiring``)."""
     args = _inputs(bsym)
-    op = _gradients(_region(program, args, [bsym], bsym.output), args, values, requiring)
+    op_region = _region(program, args, [bsym], bsym.output)  # as eager's own op, where the torch executor has none
+    op = _gradients(op_region, args, values, requiring, eager_executor(op_region))
     decomposed = _gradients(_region(program, args, list(bsym.subsymbols), bsym.output), args, values, requiring)
     if op is None or decomposed is None:
         return None
@@ -144,13 +160,14 @@ def _op_against_decomposition(program: Any, bsym: Any, values: Mapping[str, Any]
     return None
 
 
-def _gradients(region: Any, args: list[Any], values: Mapping[str, Any], requiring: set[str]) -> dict[str, Any] | None:
+def _gradients(region: Any, args: list[Any], values: Mapping[str, Any], requiring: set[str],
+               first: Any = None) -> dict[str, Any] | None:
     """The gradient of each floating tensor argument of ``region`` named in ``requiring``, by PyTorch's autograd on
     ``values`` with seeded random cotangents; None when nothing of it is differentiated."""
     leaves = {a.name: _leaf(values[a.name], a.name in requiring) for a in args}
     wanted = [a.name for a in args if isinstance(leaves[a.name], torch.Tensor) and leaves[a.name].requires_grad]
     with torch.set_grad_enabled(True), torch.autocast("cpu", enabled=False):
-        result = executable(region, decorated=False)(*[leaves[a.name] for a in args])
+        result = executable(region, decorated=False, first=first)(*[leaves[a.name] for a in args])
     outputs = tree_flatten((result,))[0]  # type: ignore[no-untyped-call]
     generator = torch.Generator().manual_seed(2)
     pairs = [(o, c) for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad

@@ -32,6 +32,7 @@ from thunder.core import pytree
 
 from safe_tracectx.hooks.call_values import call_values
 from safe_tracectx.hooks.decomposed_gradients import decomposition_at_fault, describe
+from safe_tracectx.hooks.eager_ops import eager_executor
 from safe_tracectx.hooks.gradient_compare import floating, how_far, low_precision, random_cotangent
 from safe_tracectx.hooks.replay import BUDGET_BYTES, draws_random, executable, own_work, random_inputs
 from safe_tracectx.traces.bound_proxies import proxy_outs
@@ -118,15 +119,19 @@ def replay(program: Any, forward: Any, backward: Any, make: Callable[[Any], Call
     names = [str(getattr(a, "name", "")) for a in program.args]
     own = dict(call_inputs) if call_inputs is not None and all(n in call_inputs for n in names) else None
     with torch.random.fork_rng(devices=[]):  # the user's random numbers stay the user's
-        # The call's own values first (where the user's program goes); then random ones, and values a loss or a log
-        # accepts (targets in [0, 1)) when randn's are not.
-        for positive in (None, False, True):
-            inputs = own if positive is None else random_inputs(program, positive=positive)
+        # The call's own values first (where the user's program goes), against the torch executor's form of the
+        # program, then against eager's own ops where that form is a decomposition with no finite gradient there;
+        # then random values, and values a loss or a log accepts (targets in [0, 1)) when randn's are not.
+        for kind in ("own", "own, eager ops", "normal", "positive"):
+            inputs = own if kind.startswith("own") else random_inputs(program, positive=kind == "positive")
             if inputs is None:
-                if positive is None:
+                if kind.startswith("own"):
                     continue
                 return None
-            replayed = own_work(_replay, program, forward, backward, inputs, wanted, make)
+            eager = own_work(eager_executor, program) if kind == "own, eager ops" else None
+            if kind == "own, eager ops" and eager is None:
+                continue
+            replayed = own_work(_replay, program, forward, backward, inputs, wanted, make, eager)
             if not isinstance(replayed, str):  # judged, or nothing to judge
                 return None if replayed is None else (*replayed, inputs)
     return None
@@ -183,14 +188,15 @@ def _as_autograd_hands_it(grad: Any, arg: torch.Tensor) -> torch.Tensor | None:
 
 
 def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any], wanted: list[str],
-            make: Callable[[Any], Callable[..., Any]] | None) -> tuple[Gradients, Gradients] | str | None:
-    """(autograd's gradients, the pair's) on ``inputs``; None: nothing to judge; ``_FAILED``: not on these inputs."""
+            make: Callable[[Any], Callable[..., Any]] | None, eager: Any = None) -> tuple[Gradients, Gradients] | str | None:
+    """(autograd's gradients, the pair's) on ``inputs`` (the reference's symbols run by ``eager`` first, when
+    given: ``hooks.eager_ops``); None: nothing to judge; ``_FAILED``: not on these inputs."""
     try:
         leaves = {n: v.detach().clone().requires_grad_(n in wanted) if isinstance(v, torch.Tensor) else v
                   for n, v in inputs.items()}
         names = [str(getattr(a, "name", "")) for a in program.args]
         with torch.set_grad_enabled(True), torch.autocast("cpu", enabled=False):  # as Thunder's no_autocast
-            result = _differentiable(program)(*[leaves[n] for n in names])
+            result = _differentiable(program, eager)(*[leaves[n] for n in names])
         outputs = _flatten(result["output"] if isinstance(result, dict) and "output" in result else result)[0]
         generator = torch.Generator().manual_seed(1)
         cotangents = [random_cotangent(o, generator) for o in outputs]
@@ -213,18 +219,19 @@ def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any]
     return None if got is None else (expected, got)
 
 
-def _differentiable(program: Any) -> Callable[..., Any]:
+def _differentiable(program: Any, eager: Any = None) -> Callable[..., Any]:
     """``program`` as a function autograd can differentiate: as it is when its symbols are already those of
-    executors (Thunder 0.2.4 on splits the execution trace), else made executable with the torch and Python ones."""
+    executors (Thunder 0.2.4 on splits the execution trace), else made executable with the torch and Python ones
+    (after ``eager``, when given)."""
     from thunder.extend import FusionExecutor
 
     executors = [getattr(b.sym, "executor", None) for b in program.bound_symbols]
-    if all(e is not None or getattr(b.sym, "is_prim", False) for e, b in zip(executors, program.bound_symbols)) \
+    if eager is None and all(e is not None or getattr(b.sym, "is_prim", False) for e, b in zip(executors, program.bound_symbols)) \
             and not any(isinstance(e, FusionExecutor) for e in executors):  # a fusion's compiled region: never
         # called with grad enabled here (torch.compile would compile it again for the user's call)
         function: Callable[..., Any] = program.python_callable(include_decorators=False)
         return function
-    return executable(program, decorated=False)
+    return executable(program, decorated=False, first=eager)
 
 
 

@@ -193,13 +193,13 @@ def _replay(
     return {n: v for n, v in zip(names, given) if n in updated and isinstance(v, torch.Tensor)}
 
 
-def executable(trace: Any, *, decorated: bool = True) -> Callable[..., Any]:
-    """``trace`` as Thunder runs it with the torch and Python executors only (``decorated``: under Thunder's
-    ``torch.no_grad``, as Thunder runs it; else as autograd can differentiate it)."""
+def executable(trace: Any, *, decorated: bool = True, first: Any = None) -> Callable[..., Any]:
+    """``trace`` as Thunder runs it with the torch and Python executors only, after ``first`` if given
+    (``decorated``: under Thunder's ``torch.no_grad``, as Thunder runs it; else as autograd can differentiate it)."""
     from thunder.executors.passes import transform_for_execution
     from thunder.extend import get_executor
 
-    executors = [e for e in (get_executor("torch"), get_executor("python")) if e is not None]
+    executors = [e for e in (first, get_executor("torch"), get_executor("python")) if e is not None]
     executed = transform_for_execution(trace, executors)
     if isinstance(executed, list | tuple):
         executed = executed[-1]

@@ -1,0 +1,66 @@
+"""Eager PyTorch's own ops, for the symbols the torch executor runs only by their decomposition.
+
+The replays' reference is the program made executable with the torch executor. Where
+that executor has no implementation of a symbol (``ltorch.sigmoid``), it runs the
+symbol's decomposition (``neg``, ``exp``, ``add``, ``reciprocal``), and autograd of
+that decomposition shares its flaws: NaN at ``sigmoid(-1000)``, where eager PyTorch's
+gradient is 0. This executor runs each such symbol as the torch function its id
+names (``torch.sigmoid``), called with the symbol's arguments; a symbol whose id
+names no torch function, or whose arguments torch's function does not take, fails
+the replay, which then goes on as before. It is never registered with Thunder::
+
+    >>> from safe_tracectx.hooks.eager_ops import torch_function
+    >>> torch_function("torch.sigmoid").__name__, torch_function("thunder.torch.nothing")
+    ('sigmoid', None)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["eager_executor", "torch_function"]
+
+
+def torch_function(symbol_id: Any) -> Callable[..., Any] | None:
+    """The torch callable a symbol id such as ``torch.sigmoid`` or ``torch.nn.functional.glu`` names, or None."""
+    if not isinstance(symbol_id, str) or not symbol_id.startswith("torch."):
+        return None
+    found: Any = torch
+    for part in symbol_id.split(".")[1:]:
+        found = getattr(found, part, None)
+        if found is None:
+            return None
+    return found if callable(found) else None
+
+
+@functools.cache
+def _executor() -> Any:
+    from thunder.extend import OperatorExecutor
+
+    return OperatorExecutor("safe_tracectx_eager_ops", version="1")
+
+
+def eager_executor(trace: Any) -> Any | None:
+    """An executor that runs each top-level symbol of ``trace`` the torch executor has no implementation of as the
+    torch function its id names; None when there is no such symbol (the torch executor's reference is eager's)."""
+    from thunder.extend import get_executor
+
+    torch_executor = get_executor("torch")
+    executor = _executor()
+    found = False
+    for bsym in trace.bound_symbols:
+        sid = getattr(bsym.sym, "id", None)
+        if torch_executor is None or sid in torch_executor.implmap or getattr(bsym.sym, "is_prim", False):
+            continue
+        function = torch_function(sid)
+        if function is None:
+            continue
+        if sid not in executor.implmap:
+            name = "eager_" + str(sid).replace(".", "_")
+            executor.register_implementation(bsym.sym, executor.register_operator(name, like=bsym.sym, fn=function))
+        found = True
+    return executor if found else None
