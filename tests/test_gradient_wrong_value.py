@@ -363,3 +363,73 @@ def test_nothing_of_the_users_call_is_kept_alive() -> None:
         return held() is not None
 
     assert alive_after_the_call(True) == alive_after_the_call(False)
+
+
+def test_each_wrong_gradient_is_charged_to_the_decomposition_on_its_own_inputs_path() -> None:
+    def two(x: T, y: T) -> T:
+        return F.elu(y).sum() + torch.sigmoid(x).sum()
+
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(two)(torch.full((4,), -200.0, requires_grad=True), torch.full((4,), 100.0, requires_grad=True))
+    culprits = {v["names"][0]: v["culprit"] for v in _ours(log)}
+    assert culprits == {"x": "sigmoid (thunder.torch.sigmoid)", "y": "elu (thunder.torch.elu)"}
+
+
+def test_a_decomposition_off_the_wrong_inputs_path_is_not_charged() -> None:
+    def centred_and_a_saturated_elu(x: T, y: T) -> T:
+        return (x * 2 + x.sum()).sum() + (F.elu(y) > 50).float().sum()  # y's gradient is right: 0
+
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(centred_and_a_saturated_elu)(torch.randn(3, requires_grad=True), torch.full((4,), 100.0, requires_grad=True))
+    (found,) = _ours(log)  # x: Thunder's own wrong gradient of a CPU 0-dim value (findings 12), not elu's
+    assert found["names"] == ["x"] and "elu" not in str(found["culprit"]) and "split" in str(found["culprit"])
+
+
+def test_silent_where_float32_is_noise_for_eager_too() -> None:
+    def normed(x: T) -> T:
+        return F.layer_norm(x, (64,))
+
+    x = (1e4 + 0.1 * torch.randn(8, 64, generator=torch.Generator().manual_seed(0))).requires_grad_()
+    with installed(), use_policy(STRICT):  # Thunder's gradient is closer to float64's than eager's float32 one
+        thunder.jit(normed)(x)
+
+
+def test_the_calls_containers_are_not_read_again_when_reading_runs_the_users_code() -> None:
+    reads: list[str] = []
+
+    class Logged(dict[str, T]):
+        def __getitem__(self, key: str) -> T:
+            reads.append(key)
+            return dict.__getitem__(self, key)
+
+    def f(d: dict[str, T]) -> T:
+        return d["a"].cos().sum()
+
+    thunder.jit(f)(Logged(a=torch.randn(4, requires_grad=True)))
+    plain, reads[:] = len(reads), []
+    with audit(), use_policy(AUDIT):
+        thunder.jit(f)(Logged(a=torch.randn(4, requires_grad=True)))
+    assert len(reads) == plain > 0
+
+
+def test_the_culprit_search_replays_each_form_once_whatever_the_number_of_wrong_inputs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    original = gradient_replay.wrong_gradients
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(gradient_replay, "wrong_gradients", counted)
+
+    def replays(width: int) -> int:
+        calls.clear()
+        inputs = [torch.full((3,), 100.0, requires_grad=True) for _ in range(width)]
+        with audit() as log, use_policy(AUDIT):
+            thunder.jit(lambda *xs: sum(F.elu(x).sum() for x in xs))(*inputs)
+        assert len(_ours(log)) == width
+        return len(calls)
+
+    assert replays(2) == replays(5)

@@ -7,7 +7,9 @@ Thunder's frames, so the replays read them there (the frame whose ``args`` and
 prologue on them as Thunder is about to, and get each input of the computation by
 name: the values the user's program computes with, where a replay on random values
 may never go (an ``exp`` that overflows at large magnitudes, a row that random
-indices never select). It is this package's own work, and nothing is kept::
+indices never select). It is this package's own work, and nothing is kept. A call
+whose containers are not plain tuples, lists and dicts is not unpacked again: the
+prologue would run the user's ``__getitem__`` once more than Thunder does::
 
     >>> from safe_tracectx.hooks.call_values import call_values
     >>> call_values(None) is None
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import sys
 from types import FrameType
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -39,7 +42,7 @@ def call_values(compilation: Any) -> dict[str, Any] | None:
         return None
     prologues = compilation.prologues()
     call = _call_in_frames(compilation, sys._getframe(1))
-    if not prologues or call is None:
+    if not prologues or call is None or not _only_builtin_containers(call):
         return None
     try:
         values: dict[str, Any] | None = own_work(_unpack, prologues[-1], call)
@@ -62,6 +65,22 @@ def _call_in_frames(compilation: Any, frame: FrameType | None) -> tuple[tuple[An
             return None
         frame = frame.f_back
     return None
+
+
+def _only_builtin_containers(value: Any, depth: int = 0) -> bool:
+    """Whether every container in ``value`` is a plain tuple, list or dict (or a namedtuple that reads its fields as
+    a tuple does): the prologue's unpacking then runs none of the user's code (a dict subclass's ``__getitem__``
+    would run once more than Thunder runs it)."""
+    if depth > 64:
+        return False
+    kind = type(value)
+    if kind in (tuple, list):
+        return all(_only_builtin_containers(v, depth + 1) for v in value)
+    if kind is dict:
+        return all(_only_builtin_containers(v, depth + 1) for v in value.values())
+    if isinstance(value, tuple) and isinstance(getattr(kind, "_fields", None), tuple):
+        return kind.__getitem__ is tuple.__getitem__ and all(_only_builtin_containers(v, depth + 1) for v in value)
+    return not isinstance(value, tuple | list | dict | Mapping | Sequence) or isinstance(value, str | bytes)
 
 
 def _unpack(prologue: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> dict[str, Any] | None:

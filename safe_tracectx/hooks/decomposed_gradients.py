@@ -23,6 +23,7 @@ differentiate, and it needs a grad rule::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -33,13 +34,15 @@ from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx.hooks.eager_ops import eager_executor
-from safe_tracectx.hooks.gradient_compare import floating, how_far, random_cotangent
+from safe_tracectx.hooks.gradient_compare import beyond_rounding, floating, in_float64, random_cotangent
 from safe_tracectx.hooks.replay import executable
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import tensor_outs
 from safe_tracectx.traces.violations import bsym_label
 
-__all__ = ["Decomposed", "decomposition_at_fault", "describe"]
+__all__ = ["Decomposed", "decomposition_at_fault", "decompositions_at_fault", "describe"]
+
+_log = logging.getLogger(__name__)
 
 #: The most symbols tried (each costs two executable traces): the violation path only, but never unbounded.
 _MOST: Final = 64
@@ -49,46 +52,97 @@ _DEEPEST: Final = 3
 Decomposed = tuple[str, Any, str]
 
 
+def decompositions_at_fault(program: Any, inputs: Mapping[str, Any], names: list[str], *,
+                            low: bool) -> dict[str, Decomposed]:
+    """For each input of ``names`` (inputs of ``program`` whose gradient is wrong), the first symbol on its path
+    (reading it, or a value computed from it) that has no grad rule, whose decomposition the split differentiates,
+    and whose decomposition's gradient at the values it gets from ``inputs`` is not its op's, both by PyTorch's
+    autograd and beyond float32's rounding; the innermost such symbol of its decomposition when one is (``glu``'s
+    ``sigmoid``). A name no such symbol explains is left out."""
+    paths = {name: _candidates(program, {name}) for name in names}
+    union = sorted({i: b for found in paths.values() for i, b in found}.items(), key=lambda pair: pair[0])[:_MOST]
+    if not union:
+        return {}
+    requiring = _requiring(program, set(names))
+    try:
+        values = _values_at(program, inputs, list({p.name: p for _, b in union for p in _inputs(b)}.values()))
+    except Exception:  # noqa: BLE001 - the program's prefix does not run on these values: nothing to say
+        _log.debug("the program's prefix does not run", exc_info=True)
+        return {}
+    judged: dict[int, Decomposed | None] = {}
+    at_fault: dict[str, Decomposed] = {}
+    for name, candidates in paths.items():
+        for index, bsym in candidates:
+            if index not in judged:
+                judged[index] = _judged(program, index, bsym, values, requiring, low=low, depth=0)
+            if judged[index] is not None:
+                at_fault[name] = judged[index]  # type: ignore[assignment]
+                break
+    return at_fault
+
+
 def decomposition_at_fault(program: Any, inputs: Mapping[str, Any], *, low: bool,
                            requiring: set[str] | None = None, depth: int = 0) -> Decomposed | None:
-    """The first top-level symbol of ``program`` (the trace the split differentiates) that has no grad rule, whose
-    decomposition the split differentiates, and whose decomposition's gradient at the values it gets from
-    ``inputs`` (by name) is not its op's, both by PyTorch's autograd; the innermost such symbol of its
-    decomposition when one is (``glu``'s ``sigmoid``); None if there is none, or the program does not run here.
-    ``requiring``: the inputs that require grad (by default, those whose proxies say so)."""
+    """The first top-level symbol of ``program`` on the path of an input of ``requiring`` (by default, those whose
+    proxies require grad) that :func:`decompositions_at_fault` would charge; None if there is none."""
     if requiring is None:
         requiring = {a.name for a in program.args if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False)}
-    requiring = set(requiring)
-    candidates = []
-    for index, bsym in enumerate(program.bound_symbols):  # an intermediate's proxy may not say it requires grad
-        if {p.name for p in proxy_args(bsym)} & requiring:
-            if _differentiated_decomposition(bsym):
-                candidates.append((index, bsym))
-            requiring |= {p.name for p in tensor_outs(bsym) if floating(p)}
-    candidates = candidates[:_MOST]
+    candidates = _candidates(program, requiring)[:_MOST]
     if not candidates:
         return None
-    needed = list({p.name: p for _, b in candidates for p in _inputs(b)}.values())
     try:
-        values = _values_at(program, inputs, needed)
-    except Exception:  # noqa: BLE001 - the program's prefix does not run on these values: nothing to say
+        values = _values_at(program, inputs, list({p.name: p for _, b in candidates for p in _inputs(b)}.values()))
+    except Exception:  # noqa: BLE001
+        _log.debug("the program's prefix does not run", exc_info=True)
         return None
+    flowing = _requiring(program, requiring)
     for index, bsym in candidates:
-        try:
-            how = _op_against_decomposition(program, bsym, values, requiring, low=low)
-        except Exception:  # noqa: BLE001 - one form does not run: this symbol is not judged
-            continue
-        if how is None:
-            continue
-        if depth < _DEEPEST:  # a symbol of its decomposition may be the one at fault
-            args = _inputs(bsym)
-            inner = decomposition_at_fault(_region(program, args, list(bsym.subsymbols), bsym.output),
-                                           {a.name: values[a.name] for a in args}, low=low,
-                                           requiring={a.name for a in args} & requiring, depth=depth + 1)
-            if inner is not None:
-                return f"{inner[0]} in the decomposition of {bsym_label(index, bsym)}", *inner[1:]
-        return bsym_label(index, bsym), bsym, how
+        found = _judged(program, index, bsym, values, flowing, low=low, depth=depth)
+        if found is not None:
+            return found
     return None
+
+
+def _requiring(program: Any, inputs: set[str]) -> set[str]:
+    """``inputs`` and every floating value ``program`` computes from them (an intermediate's proxy may not say)."""
+    requiring = set(inputs)
+    for bsym in program.bound_symbols:
+        if {p.name for p in proxy_args(bsym)} & requiring:
+            requiring |= {p.name for p in tensor_outs(bsym) if floating(p)}
+    return requiring
+
+
+def _candidates(program: Any, inputs: set[str]) -> list[tuple[int, Any]]:
+    """The top-level symbols on the path of ``inputs`` whose decomposition the split differentiates."""
+    requiring = set(inputs)
+    found = []
+    for index, bsym in enumerate(program.bound_symbols):
+        if {p.name for p in proxy_args(bsym)} & requiring:
+            if _differentiated_decomposition(bsym):
+                found.append((index, bsym))
+            requiring |= {p.name for p in tensor_outs(bsym) if floating(p)}
+    return found
+
+
+def _judged(program: Any, index: int, bsym: Any, values: Mapping[str, Any], requiring: set[str], *, low: bool,
+            depth: int) -> Decomposed | None:
+    """``bsym`` (or the innermost symbol of its decomposition at fault) if its decomposition's gradient is not its
+    op's, else None (also when a form of it does not run)."""
+    try:
+        how = _op_against_decomposition(program, bsym, values, requiring, low=low)
+    except Exception:  # noqa: BLE001 - one form does not run: this symbol is not judged
+        _log.debug("%s is not judged", bsym_label(index, bsym), exc_info=True)
+        return None
+    if how is None:
+        return None
+    if depth < _DEEPEST:  # a symbol of its decomposition may be the one at fault
+        args = _inputs(bsym)
+        inner = decomposition_at_fault(_region(program, args, list(bsym.subsymbols), bsym.output),
+                                       {a.name: values[a.name] for a in args}, low=low,
+                                       requiring={a.name for a in args} & requiring, depth=depth + 1)
+        if inner is not None:
+            return f"{inner[0]} in the decomposition of {bsym_label(index, bsym)}", *inner[1:]
+    return bsym_label(index, bsym), bsym, how
 
 
 def describe(found: Decomposed) -> tuple[str, tuple[str, str]]:
@@ -142,19 +196,26 @@ def _values_at(program: Any, inputs: Mapping[str, Any], needed: list[Any]) -> di
 
 def _op_against_decomposition(program: Any, bsym: Any, values: Mapping[str, Any], requiring: set[str], *,
                               low: bool) -> str | None:
-    """How the decomposition's gradient of ``bsym`` differs from its op's at ``values``, or None (the gradients of
-    its inputs named in ``requiring``)."""
+    """How the decomposition's gradient of ``bsym`` differs from its op's at ``values``, beyond float32's rounding
+    there (the op's gradient in float64 decides), or None (the gradients of its inputs named in ``requiring``)."""
     args = _inputs(bsym)
     op_region = _region(program, args, [bsym], bsym.output)  # as eager's own op, where the torch executor has none
-    op = _gradients(op_region, args, values, requiring, eager_executor(op_region))
+    eager = eager_executor(op_region)
+    op = _gradients(op_region, args, values, requiring, eager)
     decomposed = _gradients(_region(program, args, list(bsym.subsymbols), bsym.output), args, values, requiring)
     if op is None or decomposed is None:
         return None
+    exact: list[dict[str, Any] | None] = []
     for name, want in op.items():
         have = decomposed.get(name)
         if want is None or have is None or not bool(torch.isfinite(want).all()):
             continue
-        how = how_far(have, want, low=low)
+        if not exact:
+            try:
+                exact.append(_gradients(op_region, args, {n: in_float64(v) for n, v in values.items()}, requiring, eager))
+            except Exception:  # noqa: BLE001 - the op does not run in float64: judged in its own precision
+                exact.append(None)
+        how = beyond_rounding(have, want, None if exact[0] is None else exact[0].get(name), low=low)
         if how is not None:
             return f"for {name}: {how}"
     return None

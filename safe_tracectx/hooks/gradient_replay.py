@@ -22,24 +22,23 @@ input that requires grad must get alike gradients (``gradient-wrong-value``). Li
 from __future__ import annotations
 
 import dataclasses
-
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import torch
-from thunder.core.proxies import ProxyTag, TensorProxy
 from thunder.core import pytree
 
 from safe_tracectx.hooks.call_values import call_values
-from safe_tracectx.hooks.decomposed_gradients import decomposition_at_fault, describe
+from safe_tracectx.hooks.decomposed_gradients import decompositions_at_fault, describe
 from safe_tracectx.hooks.eager_ops import eager_executor
-from safe_tracectx.hooks.gradient_compare import floating, how_far, low_precision, random_cotangent
-from safe_tracectx.hooks.replay import BUDGET_BYTES, draws_random, executable, own_work, random_inputs
-from safe_tracectx.traces.bound_proxies import proxy_outs
+from safe_tracectx.hooks.gradient_compare import beyond_rounding, how_far, in_float64, low_precision, random_cotangent
+from safe_tracectx.hooks.gradient_scope import judged_inputs
+from safe_tracectx.hooks.replay import executable, own_work, random_inputs
 from safe_tracectx.traces.grad_mode import tensor_outs
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["pair_gradients", "wrong_gradients"]
+__all__ = ["Replayed", "pair_gradients", "replay", "wrong_gradients"]
 
 #: Thunder's flattening (optree's key order for dicts), as the split flattens the program's output.
 _flatten: Final = cast(Callable[[Any], tuple[list[Any], Any]], pytree.tree_flatten)
@@ -49,27 +48,47 @@ _FAILED: Final = "failed"
 Gradients = dict[str, torch.Tensor | None]
 
 
+class Replayed(NamedTuple):
+    """What one replay gave: autograd's gradients of the program and the pair's, by input name, on ``inputs`` with
+    ``cotangents`` (one per flat output), the reference's symbols run by ``eager`` first when it is not None."""
+
+    expected: Gradients
+    got: Gradients
+    inputs: Mapping[str, Any]
+    cotangents: list[Any]
+    eager: Any
+
+
 def wrong_gradients(program: Any, forward: Any, backward: Any, make: Callable[[Any], Callable[..., Any]] | None = None,
                     call_inputs: Mapping[str, Any] | None = None, *, locate: bool = False) -> list[Violation]:
     """Each input of ``program`` (the trace the split differentiates) that requires grad and that the pair
     ``forward``/``backward`` (traces about to run) gives another gradient than PyTorch's autograd of ``program``,
-    both on the same inputs (``call_inputs``: the call's own, by name; else random) and random cotangents; nothing when
-    either cannot be replayed (a random op, an input that is not a CPU tensor or a number, a program that fails on
-    its inputs, a pair of another form). ``make`` makes a trace of the pair callable (default: as Thunder compiled
-    it); ``locate``: a wrong gradient is charged to the symbol whose decomposition gives it, if one does."""
-    found: list[Violation] = []
+    both on the same inputs (``call_inputs``: the call's own, by name; else random) and random cotangents, beyond
+    float32's rounding there (``gradient_compare.beyond_rounding``); nothing when either cannot be replayed (a random
+    op, an input that is not a CPU tensor or a number, a program that fails on its inputs, a pair of another form).
+    ``make`` makes a trace of the pair callable (default: as Thunder compiled it); ``locate``: a wrong gradient is
+    charged to the symbol whose decomposition gives it, if one does."""
     replayed = replay(program, forward, backward, make, call_inputs)
     if replayed is None:
         return []
-    expected, got, inputs = replayed
     low = low_precision(program)
-    for name in expected:
-        want, have = expected[name], got.get(name)
+    exact: list[Gradients | None] = []  # autograd's gradients in float64, made once when first needed
+
+    def exactly(name: str) -> torch.Tensor | None:
+        if not exact:
+            exact.append(own_work(_exact_gradients, program, replayed))
+        return None if exact[0] is None else exact[0].get(name)
+
+    found: list[Violation] = []
+    for name, want in replayed.expected.items():
+        have = replayed.got.get(name)
         if want is None and have is None:
             continue
         reference = want if want is not None else torch.zeros_like(have)  # type: ignore[arg-type]
         given = have.to(reference.dtype) if have is not None else torch.zeros_like(reference)
         how = how_far(given, reference, low=low)
+        if how is not None and have is not None and bool(torch.isfinite(given).all()):
+            how = beyond_rounding(given, reference, exactly(name), low=low)
         if how is not None:
             found.append(Violation(
                 "gradient-wrong-value", name,
@@ -80,41 +99,49 @@ def wrong_gradients(program: Any, forward: Any, backward: Any, make: Callable[[A
                 f"input {name}",
             ))
     if found and locate:
-        return _charged_to_a_decomposition(found, program, inputs, low=low)
+        return _charged_to_decompositions(found, program, replayed.inputs, low=low)
     return found
 
 
-def _charged_to_a_decomposition(found: list[Violation], program: Any, inputs: Mapping[str, Any], *,
-                                low: bool) -> list[Violation]:
-    """``found``, charged to the symbol whose decomposition, differentiated for want of a grad rule, gives a wrong
-    gradient at the values it gets from ``inputs`` (the violation path only); as they are if none does."""
-    at = own_work(lambda: decomposition_at_fault(program, inputs, low=low))
-    if at is None:
-        return found
-    said, culprit = describe(at)
-    advice = (f"give {at[1].sym.id} a grad rule (thunder.core.transforms.register_grad, or an executor's grad "
-              "transform) that computes the op's own derivative: the chain rule through its decomposition is not it")
-    return [dataclasses.replace(v, message=f"{v.message}: {said}", also=(*v.also, *(p.name for p in tensor_outs(at[1]))),
-                                culprit=culprit, advice=advice) for v in found]
+def _exact_gradients(program: Any, replayed: Replayed) -> Gradients | None:
+    """Autograd's gradients of ``program`` on the replay's inputs and cotangents in float64 (None if it fails there)."""
+    wanted = list(replayed.expected)
+    try:
+        inputs = {n: in_float64(v) for n, v in replayed.inputs.items()}
+        reference = _reference(program, inputs, wanted, replayed.eager, [in_float64(c) for c in replayed.cotangents])
+    except Exception:  # noqa: BLE001 - a program that does not run in float64: judged in its own precision
+        return None
+    return None if isinstance(reference, str) or reference is None else reference[0]
+
+
+def _charged_to_decompositions(found: list[Violation], program: Any, inputs: Mapping[str, Any], *,
+                               low: bool) -> list[Violation]:
+    """``found``, each charged to the symbol on its input's path whose decomposition, differentiated for want of a
+    grad rule, gives a wrong gradient at the values it gets from ``inputs`` (the violation path only); a violation
+    no such symbol explains is left as it is."""
+    at_fault = own_work(lambda: decompositions_at_fault(program, inputs, [v.name for v in found], low=low))
+    charged = []
+    for violation in found:
+        at = at_fault.get(violation.name)
+        if at is None:
+            charged.append(violation)
+            continue
+        said, culprit = describe(at)
+        advice = (f"give {at[1].sym.id} a grad rule (thunder.core.transforms.register_grad, or an executor's grad "
+                  "transform) that computes the op's own derivative: the chain rule through its decomposition is not it")
+        charged.append(dataclasses.replace(
+            violation, message=f"{violation.message}: {said}", culprit=culprit, advice=advice,
+            also=(*violation.also, *(p.name for p in tensor_outs(at[1])))))
+    return charged
 
 
 def replay(program: Any, forward: Any, backward: Any, make: Callable[[Any], Callable[..., Any]] | None = None,
-           call_inputs: Mapping[str, Any] | None = None) -> tuple[Gradients, Gradients, Mapping[str, Any]] | None:
-    """(autograd's gradients of ``program``, the pair's gradients, the inputs) by input name, on the same inputs:
-    ``call_inputs`` (the call's own) when the program runs on them with finite gradients, else random ones; None
-    when neither runs.
-    ``make`` makes a trace of the pair callable (default: as Thunder compiled it)."""
-    if draws_random(program) or draws_random(forward) or draws_random(backward) or _grad_mode_changes(program):
-        return None
-    if _dynamo_regions(forward) or _dynamo_regions(backward):  # torch.compile guards on strides and flags it
-        return None                                               # would compile its regions again for the user
-    if _defines_a_backward(program.bound_symbols):  # autograd would differentiate its forward, not use its backward
-        return None
-    if _computed_bytes(program) > BUDGET_BYTES:  # the replay computes it all twice more, and differentiates it
-        return None
-    wanted = [a.name for a in getattr(program, "args", None) or ()
-              if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False) and floating(a)]
-    if not wanted:
+           call_inputs: Mapping[str, Any] | None = None) -> Replayed | None:
+    """Autograd's gradients of ``program`` and the pair's, on the same inputs: ``call_inputs`` (the call's own) when
+    the program runs on them with finite gradients, else random ones; None when neither runs or the program is not
+    judged (``gradient_scope``). ``make`` makes a trace of the pair callable (default: as Thunder compiled it)."""
+    wanted = judged_inputs(program, forward, backward)
+    if wanted is None:
         return None
     names = [str(getattr(a, "name", "")) for a in program.args]
     own = dict(call_inputs) if call_inputs is not None and all(n in call_inputs for n in names) else None
@@ -133,7 +160,7 @@ def replay(program: Any, forward: Any, backward: Any, make: Callable[[Any], Call
                 continue
             replayed = own_work(_replay, program, forward, backward, inputs, wanted, make, eager)
             if not isinstance(replayed, str):  # judged, or nothing to judge
-                return None if replayed is None else (*replayed, inputs)
+                return replayed
     return None
 
 
@@ -188,27 +215,14 @@ def _as_autograd_hands_it(grad: Any, arg: torch.Tensor) -> torch.Tensor | None:
 
 
 def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any], wanted: list[str],
-            make: Callable[[Any], Callable[..., Any]] | None, eager: Any = None) -> tuple[Gradients, Gradients] | str | None:
-    """(autograd's gradients, the pair's) on ``inputs`` (the reference's symbols run by ``eager`` first, when
-    given: ``hooks.eager_ops``); None: nothing to judge; ``_FAILED``: not on these inputs."""
+            make: Callable[[Any], Callable[..., Any]] | None, eager: Any = None) -> Replayed | str | None:
+    """The replay on ``inputs`` (the reference's symbols run by ``eager`` first, when given: ``hooks.eager_ops``);
+    None: nothing to judge; ``_FAILED``: not on these inputs."""
     try:
-        leaves = {n: v.detach().clone().requires_grad_(n in wanted) if isinstance(v, torch.Tensor) else v
-                  for n, v in inputs.items()}
-        names = [str(getattr(a, "name", "")) for a in program.args]
-        with torch.set_grad_enabled(True), torch.autocast("cpu", enabled=False):  # as Thunder's no_autocast
-            result = _differentiable(program, eager)(*[leaves[n] for n in names])
-        outputs = _flatten(result["output"] if isinstance(result, dict) and "output" in result else result)[0]
-        generator = torch.Generator().manual_seed(1)
-        cotangents = [random_cotangent(o, generator) for o in outputs]
-        pairs = [(o, c) for o, c in zip(outputs, cotangents)
-                 if isinstance(o, torch.Tensor) and o.requires_grad and c is not None]
-        if not pairs:
-            return None
-        grads = torch.autograd.grad([o for o, _ in pairs], [leaves[n] for n in wanted], [c for _, c in pairs],
-                                    allow_unused=True)
-        if any(g is not None and not bool(torch.isfinite(g).all()) for g in grads):
-            return _FAILED
-        expected: Gradients = dict(zip(wanted, grads))
+        reference = _reference(program, inputs, wanted, eager)
+        if reference is None or isinstance(reference, str):
+            return reference
+        expected, cotangents = reference
         # Thunder's compiled forward sees the flags the call's tensors had (a fusion's guards check them).
         given = {n: _detached(v).requires_grad_(n in wanted) if isinstance(v, torch.Tensor) else v
                  for n, v in inputs.items()}
@@ -216,7 +230,31 @@ def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any]
             got = pair_gradients(forward, backward, given, cotangents, make)
     except Exception:  # noqa: BLE001 - a program that fails on these values, or a form this replay does not know
         return _FAILED
-    return None if got is None else (expected, got)
+    return None if got is None else Replayed(expected, got, inputs, cotangents, eager)
+
+
+def _reference(program: Any, inputs: Mapping[str, Any], wanted: list[str], eager: Any,
+               cotangents: list[Any] | None = None) -> tuple[Gradients, list[Any]] | str | None:
+    """Autograd's gradients of ``program`` on ``inputs`` for ``cotangents`` (seeded random ones when None), and the
+    cotangents; None: no output to differentiate; ``_FAILED``: a gradient is not finite there."""
+    leaves = {n: v.detach().clone().requires_grad_(n in wanted) if isinstance(v, torch.Tensor) else v
+              for n, v in inputs.items()}
+    names = [str(getattr(a, "name", "")) for a in program.args]
+    with torch.set_grad_enabled(True), torch.autocast("cpu", enabled=False):  # as Thunder's no_autocast
+        result = _differentiable(program, eager)(*[leaves[n] for n in names])
+    outputs = _flatten(result["output"] if isinstance(result, dict) and "output" in result else result)[0]
+    if cotangents is None:
+        generator = torch.Generator().manual_seed(1)
+        cotangents = [random_cotangent(o, generator) for o in outputs]
+    pairs = [(o, c) for o, c in zip(outputs, cotangents)
+             if isinstance(o, torch.Tensor) and o.requires_grad and c is not None]
+    if not pairs:
+        return None
+    grads = torch.autograd.grad([o for o, _ in pairs], [leaves[n] for n in wanted], [c.to(o.dtype) for o, c in pairs],
+                                allow_unused=True)
+    if any(g is not None and not bool(torch.isfinite(g).all()) for g in grads):
+        return _FAILED
+    return dict(zip(wanted, grads)), cotangents
 
 
 def _differentiable(program: Any, eager: Any = None) -> Callable[..., Any]:
@@ -234,61 +272,8 @@ def _differentiable(program: Any, eager: Any = None) -> Callable[..., Any]:
     return executable(program, decorated=False, first=eager)
 
 
-
-
 def _detached(value: Any) -> Any:
     return value.detach().clone() if isinstance(value, torch.Tensor) else value
-
-
-def _grad_mode_changes(program: Any) -> bool:
-    """Whether ``program`` computes a part with grad disabled (its outputs tagged as detached from the autograd
-    graph, or a grad-mode marker): its executable form runs all of it with grad enabled, so it is not judged."""
-    detached = getattr(ProxyTag, "DETACHED_AUTOGRAD_GRAPH", None)
-    for bsym in program.bound_symbols:
-        if "set_grad_enabled" in str(getattr(bsym.sym, "name", "")):
-            return True
-        if detached is not None and any(detached in getattr(p, "tags", ()) for p in proxy_outs(bsym)):
-            return True
-    return False
-
-
-def _dynamo_regions(trace: Any) -> bool:
-    """Whether ``trace`` runs a region ``torch.compile`` compiled (``torch_compile_ex``'s fusions and its kind)."""
-    for bsym in trace.bound_symbols:
-        executor = getattr(bsym.sym, "executor", None)
-        if "torchcompile" in str(getattr(executor, "name", "")) and bsym.sym.name.startswith("TorchCompile"):
-            return True
-    return False
-
-
-def _defines_a_backward(bsyms: Any) -> bool:
-    """Whether a symbol of ``bsyms`` (at any depth) carries the program's own backward: a custom
-    ``autograd.Function`` (an ad hoc executor's symbol, or ``autograd_function_apply``) or custom op."""
-    for bsym in bsyms:
-        executor = str(getattr(getattr(bsym.sym, "executor", None), "name", ""))
-        name = f"{getattr(bsym.sym, 'name', '')} {getattr(bsym.sym, 'id', '')}"
-        if executor.startswith("__ad_hoc_executor") or "custom_op" in executor or "autograd_function" in name:
-            return True
-        if _defines_a_backward(getattr(bsym, "subsymbols", ()) or ()):
-            return True
-    return False
-
-
-def _computed_bytes(program: Any) -> int:
-    """The bytes of the tensors ``program``'s top-level symbols compute (a symbolic shape counts as over budget)."""
-    total = 0
-    for bsym in program.bound_symbols:
-        for proxy in proxy_outs(bsym):
-            if isinstance(proxy, TensorProxy):
-                try:
-                    total += int(torch.Size(int(d) for d in proxy.shape).numel()) * int(proxy.dtype.bytes)
-                except (TypeError, ValueError):
-                    return BUDGET_BYTES + 1
-    return total
-
-
-
-
 
 
 def gradients_about_to_run(compilation: Any, forward: tuple[Any, Any], backward: tuple[Any, Any], *,
@@ -313,17 +298,31 @@ def gradients_about_to_run(compilation: Any, forward: tuple[Any, Any], backward:
 
 def wrong_gradient_culprit(compilation: Any, name: str) -> Any:
     """The first step after which the compilation's forward and backward (each side's latest form) give ``name``
-    another gradient than autograd does (violation path only), or None."""
+    another gradient than autograd does (violation path only), or None. One sweep of the steps serves every name
+    of the pair (a model whose every parameter is wrong replays each form once, not once per parameter)."""
     fw, bw = compilation.handed_over
-    program = compilation.differentiates
-    if program is None or fw is None or bw is None:
+    if compilation.differentiates is None or fw is None or bw is None:
         return None
-    from safe_tracectx.hooks.compilation import is_backward
+    key = (id(fw), id(bw))
+    swept = _culprits.get(compilation)
+    if swept is None or swept[0] != key:
+        swept = _culprits[compilation] = (key, _sweep(compilation, fw, bw))
+    return swept[1].get(name)
 
+
+#: Per compilation: (its forward and backward, the first step that gives each wrong name) once swept.
+_culprits: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _sweep(compilation: Any, fw: Any, bw: Any) -> dict[str, Any]:
+    """For each name some form of the pair gives a wrong gradient, the first step after which it does: the split's
+    own pair charges the split (and the rules it applies), a later form the step that made it."""
+    from safe_tracectx.hooks.compilation import is_backward
     from safe_tracectx.hooks.step_record import Step
 
+    program, given = compilation.differentiates, call_values(compilation)
     latest: dict[bool, Any] = {}
-    first, given = True, call_values(compilation)
+    first, found = True, {}
     for step in compilation.steps:
         trace = step.ref()
         if trace is None or (trace.names is not fw.names and trace.names is not bw.names):
@@ -331,10 +330,9 @@ def wrong_gradient_culprit(compilation: Any, name: str) -> Any:
         latest[is_backward(trace)] = trace
         if len(latest) < 2:
             continue
-        if any(v.name == name for v in wrong_gradients(program, latest[False], latest[True], executable, given)):
-            if first and step.pass_function is not None:  # the split's own pair: the split and the rules it applies
-                return Step(trace, step.within or step.label, step.pass_function, None)
-            return step
+        for violation in wrong_gradients(program, latest[False], latest[True], executable, given):
+            if violation.name not in found:
+                split = first and step.pass_function is not None  # the split and the rules it applies
+                found[violation.name] = Step(trace, step.within or step.label, step.pass_function, None) if split else step
         first = False
-    return None
-
+    return found
