@@ -1,9 +1,11 @@
-"""What update-wrong-value's replay adds to a compile: programs that update their inputs, side by side.
+"""What the replays add to a compile, side by side: update-wrong-value's and gradient-wrong-value's.
 
-Each round compiles and calls each program twice under ``install("strict")``, once as shipped
-and once with the replay switched off (``program_updates._program_update_values`` answering
-nothing), in alternating order, and prints the ratio of the two times per program (median and
-range over the rounds: these machines are shared, so only the ratio of neighbours means much)::
+Each round compiles and calls each program twice under strict, once as shipped and once with
+the replays switched off (``program_updates._program_update_values`` answering nothing, and
+``gradient_wrong_value="off"``), in alternating order, and prints the ratio of the two times per
+program (median and range over the rounds: these machines are shared, so only the ratio of
+neighbours means much). The first three programs update their inputs (update-wrong-value); the
+others have a backward (gradient-wrong-value, replayed on the call's own inputs)::
 
     python benchmarks/replay_cost.py [rounds]
 """
@@ -23,6 +25,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import thunder
 
+from safe_tracectx import STRICT, use_policy
 from safe_tracectx.hooks import installed, program_updates
 
 T = torch.Tensor
@@ -50,11 +53,30 @@ class Normed(torch.nn.Module):
         return out
 
 
+class Block(torch.nn.Module):
+    """A pre-LayerNorm transformer block: attention and a GELU MLP."""
+
+    def __init__(self, width: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.attention = torch.nn.MultiheadAttention(width, heads, batch_first=True)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width))
+
+    def forward(self, x: T) -> T:
+        h = self.norm1(x)
+        x = x + self.attention(h, h, h, need_weights=False)[0]
+        out: T = x + self.mlp(self.norm2(x))
+        return out
+
+
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]]:
+    mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512))
     return {
         "optimizer step (3 x 512x512)": (optimizer_step, lambda: tuple(torch.randn(512, 512) for _ in range(6))),
         "KV cache row": (kv_cache, lambda: (torch.zeros(4, 64, 128), torch.randn(4, 128), torch.randn(4, 64, 128))),
         "Conv+BatchNorm, train": (Normed(), lambda: (torch.randn(4, 8, 16, 16),)),
+        "MLP 512-2048-512, backward": (mlp, lambda: (torch.randn(64, 512, requires_grad=True),)),
+        "transformer block 256, backward": (Block(), lambda: (torch.randn(8, 64, 256, requires_grad=True),)),
     }
 
 
@@ -65,7 +87,7 @@ def _compile_and_call(function: Callable[..., Any], make: Callable[[], tuple[Any
     try:
         arguments = make()
         start = time.perf_counter()
-        with installed():
+        with installed(), use_policy(STRICT if replay else STRICT.replace(gradient_wrong_value="off")):
             thunder.jit(function)(*arguments)
         return time.perf_counter() - start
     finally:

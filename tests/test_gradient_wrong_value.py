@@ -12,6 +12,7 @@ differentiates for want of a grad rule (25). Eager PyTorch is the oracle through
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import warnings
@@ -433,3 +434,74 @@ def test_the_culprit_search_replays_each_form_once_whatever_the_number_of_wrong_
         return len(calls)
 
     assert replays(2) == replays(5)
+
+
+def _culprits(function: Callable[..., T], *args: T) -> dict[str, str]:
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(function)(*args)
+    return {v["names"][0]: str(v["culprit"]) for v in _ours(log)}
+
+
+def _far(value: float, n: int = 4) -> T:
+    return torch.full((n,), value, requires_grad=True)
+
+
+@pytest.mark.parametrize("function, args, expected", [
+    # elu's saturated decomposition only feeds a comparison: no gradient goes through it
+    (lambda x: (torch.sigmoid(x - 1000) * (F.elu(x) > 50).float()).sum(), (_far(100.0),),
+     {"x": "sigmoid (thunder.torch.sigmoid)"}),
+    # glu's decomposition is wrong in its gate half, which comes from y; x's gradient is wrong for another reason
+    (lambda x, y: (x * 2 + x.sum()).sum() + F.glu(torch.cat([x, y], -1)).sum(), (torch.randn(3, requires_grad=True), _far(-200.0, 3)),
+     {"x": "forward/backward split (thunder.transforms.autodiff.split_into_forward_and_backward)",
+      "y": "sigmoid (thunder.torch.sigmoid)"}),
+    # forty decomposed ops with rules of their own before the one at fault
+    (lambda x: torch.sigmoid(functools.reduce(lambda h, _: h * 1.01 + 0.001, range(40), x) - 1000).sum(), (_far(0.0),),
+     {"x": "sigmoid (thunder.torch.sigmoid)"}),
+    # torch.max does not take Thunder's bound arguments: left to the torch executor, the rest eager's own ops
+    (lambda x, w: torch.sigmoid(x).sum() + w.max(), (_far(-200.0), torch.randn(4, requires_grad=True)),
+     {"x": "sigmoid (thunder.torch.sigmoid)"}),
+    # z's reference gradient is infinite at 0 (eager's too): x is still judged on the call's own values
+    (lambda x, z: torch.sigmoid(x).sum() + torch.sqrt(z).sum(), (_far(-200.0, 3), torch.tensor([0.0, 1.0, 4.0], requires_grad=True)),
+     {"x": "sigmoid (thunder.torch.sigmoid)"}),
+], ids=["gate", "shared-glu", "long-path", "max", "partly-infinite"])
+def test_a_wrong_gradient_is_charged_where_it_comes_from(
+    function: Callable[..., T], args: tuple[T, ...], expected: dict[str, str],
+) -> None:
+    assert _culprits(function, *args) == expected
+
+
+def test_a_branch_float64_takes_otherwise_excuses_only_its_own_element() -> None:
+    def centred_and_branching(x: T) -> T:
+        return (x * 2 + x.sum()).sum() + torch.where(x > 0.1, x * 100, x * -100).sum()
+
+    x = torch.tensor([0.1, 0.5, -0.3, 0.2], requires_grad=True)  # 0.1f > 0.1 is False; in float64 it is True
+    assert list(_culprits(centred_and_branching, x)) == ["x"]  # findings 12's wrong gradient, 3 off everywhere
+
+
+def test_silent_where_float32_computes_a_scale_invariant_gradient_as_noise() -> None:
+    for seed in range(3):
+        x = (1e4 + 0.1 * torch.randn(4, 8, 16, generator=torch.Generator().manual_seed(seed))).requires_grad_()
+        assert _culprits(lambda x: F.group_norm(x, 2).pow(2).mean(), x) == {}
+
+
+def test_an_attribute_of_an_object_in_the_call_is_not_read_again() -> None:
+    reads: list[str] = []
+
+    class Logged(dict[str, T]):
+        def __getitem__(self, key: str) -> T:
+            reads.append(key)
+            return dict.__getitem__(self, key)
+
+    class Holder:
+        def __init__(self) -> None:
+            self.d = Logged(w=torch.randn(4, requires_grad=True))
+
+    def f(h: Holder, x: T) -> T:
+        return (h.d["w"] * x).sum()
+
+    holder = Holder()
+    thunder.jit(f)(holder, torch.randn(4))
+    plain, reads[:] = len(reads), []
+    with audit(), use_policy(AUDIT):
+        thunder.jit(f)(holder, torch.randn(4))
+    assert len(reads) == plain > 0

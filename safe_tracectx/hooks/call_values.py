@@ -29,7 +29,7 @@ from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.hooks.replay import own_work
-from safe_tracectx.traces.call_inputs import call_storages
+from safe_tracectx.traces.call_inputs import call_storages, unpacked
 
 __all__ = ["call_values"]
 
@@ -42,7 +42,7 @@ def call_values(compilation: Any) -> dict[str, Any] | None:
         return None
     prologues = compilation.prologues()
     call = _call_in_frames(compilation, sys._getframe(1))
-    if not prologues or call is None or not _only_builtin_containers(call):
+    if not prologues or call is None or not _only_builtin_containers(call) or not _reads_only_containers(prologues[-1], call):
         return None
     try:
         values: dict[str, Any] | None = own_work(_unpack, prologues[-1], call)
@@ -81,6 +81,24 @@ def _only_builtin_containers(value: Any, depth: int = 0) -> bool:
     if isinstance(value, tuple) and isinstance(getattr(kind, "_fields", None), tuple):
         return kind.__getitem__ is tuple.__getitem__ and all(_only_builtin_containers(v, depth + 1) for v in value)
     return not isinstance(value, tuple | list | dict | Mapping | Sequence) or isinstance(value, str | bytes)
+
+
+def _reads_only_containers(prologue: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> bool:
+    """Whether everything ``prologue`` unpacks from the call's ``args`` and ``kwargs`` is an item of their (plain)
+    containers or a namedtuple's field: an attribute of another object (``h.d``) may run the user's code, and what
+    it holds was never looked at."""
+    from_call: set[str] = set()
+    for bsym in prologue.bound_symbols:
+        sid = getattr(bsym.sym, "id", None)
+        if not str(getattr(sid, "name", "")).startswith("UNPACK"):
+            continue
+        outputs = {p.name for p in (bsym.output if isinstance(bsym.output, tuple | list) else (bsym.output,))
+                   if isinstance(p, Proxy)}
+        parent = bsym.args[0] if bsym.args and isinstance(bsym.args[0], Proxy) else None
+        root = (bsym.kwargs or {}).get("name", next(iter(outputs), None)) if parent is None else None
+        if root in ("args", "kwargs") or (parent is not None and parent.name in from_call):
+            from_call |= outputs
+    return from_call <= set(unpacked(prologue, *call))
 
 
 def _unpack(prologue: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> dict[str, Any] | None:

@@ -44,63 +44,65 @@ __all__ = ["Decomposed", "decomposition_at_fault", "decompositions_at_fault", "d
 
 _log = logging.getLogger(__name__)
 
-#: The most symbols tried (each costs two executable traces): the violation path only, but never unbounded.
-_MOST: Final = 64
+#: The most symbols tried per input (each costs two executable traces): the violation path only, never unbounded.
+_MOST: Final = 256
 #: How deep into decompositions the symbol at fault is looked for.
 _DEEPEST: Final = 3
 #: (where the symbol is, its bound symbol, how its decomposition's gradient differs from the op's).
 Decomposed = tuple[str, Any, str]
 
 
-def decompositions_at_fault(program: Any, inputs: Mapping[str, Any], names: list[str], *,
-                            low: bool) -> dict[str, Decomposed]:
-    """For each input of ``names`` (inputs of ``program`` whose gradient is wrong), the first symbol on its path
-    (reading it, or a value computed from it) that has no grad rule, whose decomposition the split differentiates,
-    and whose decomposition's gradient at the values it gets from ``inputs`` is not its op's, both by PyTorch's
-    autograd and beyond float32's rounding; the innermost such symbol of its decomposition when one is (``glu``'s
-    ``sigmoid``). A name no such symbol explains is left out."""
-    paths = {name: _candidates(program, {name}) for name in names}
-    union = sorted({i: b for found in paths.values() for i, b in found}.items(), key=lambda pair: pair[0])[:_MOST]
+def decompositions_at_fault(program: Any, inputs: Mapping[str, Any], names: Mapping[str, bool], *,
+                            low: bool, depth: int = 0) -> dict[str, Decomposed]:
+    """For each input of ``names`` (inputs of ``program`` whose gradient is wrong; True: not finite somewhere), the
+    first symbol on its differentiated path (reading it or a value computed from it, its result reaching what the
+    program returns through symbols with floating results) that has no grad rule, whose decomposition the split
+    differentiates, and whose decomposition's gradient for the arguments computed from that input, at the values
+    they get from ``inputs``, is not its op's in the same way (not finite where the input's gradient is not,
+    beyond float32's rounding where it is finite); the innermost such symbol of its decomposition when one is
+    (``glu``'s ``sigmoid``). A name no such symbol explains is left out."""
+    flowing = {name: _requiring(program, {name}) for name in names}
+    reaching = _reaching_outputs(program)
+    paths = {name: [(i, b) for i, b in enumerate(program.bound_symbols)
+                    if {p.name for p in proxy_args(b)} & flowing[name] and _differentiated_decomposition(b)
+                    and {p.name for p in tensor_outs(b)} & reaching][:_MOST] for name in names}
+    union = {i: b for found in paths.values() for i, b in found}
     if not union:
         return {}
-    requiring = _requiring(program, set(names))
     try:
-        values = _values_at(program, inputs, list({p.name: p for _, b in union for p in _inputs(b)}.values()))
+        values = _values_at(program, inputs, list({p.name: p for b in union.values() for p in _inputs(b)}.values()))
     except Exception:  # noqa: BLE001 - the program's prefix does not run on these values: nothing to say
         _log.debug("the program's prefix does not run", exc_info=True)
         return {}
-    judged: dict[int, Decomposed | None] = {}
+    every = set().union(*flowing.values())
+    differences: dict[int, dict[str, str]] = {}
     at_fault: dict[str, Decomposed] = {}
     for name, candidates in paths.items():
         for index, bsym in candidates:
-            if index not in judged:
-                judged[index] = _judged(program, index, bsym, values, requiring, low=low, depth=0)
-            if judged[index] is not None:
-                at_fault[name] = judged[index]  # type: ignore[assignment]
-                break
+            if index not in differences:
+                differences[index] = _differences(program, bsym, values, every, low=low)
+            how = next((f"for {arg}: {h}" for arg, h in differences[index].items()
+                        if arg in flowing[name] and ("not finite" in h) == names[name]), None)
+            if how is None:
+                continue
+            inner: dict[str, Decomposed] = {}
+            if depth < _DEEPEST:  # a symbol of its decomposition may be the one at fault
+                args = _inputs(bsym)
+                mine = {a.name: names[name] for a in args if a.name in flowing[name]}
+                inner = decompositions_at_fault(_region(program, args, list(bsym.subsymbols), bsym.output),
+                                                {a.name: values[a.name] for a in args}, mine, low=low, depth=depth + 1)
+            found = next(iter(inner.values()), None)
+            at_fault[name] = ((f"{found[0]} in the decomposition of {bsym_label(index, bsym)}", *found[1:])
+                              if found is not None else (bsym_label(index, bsym), bsym, how))
+            break
     return at_fault
 
 
-def decomposition_at_fault(program: Any, inputs: Mapping[str, Any], *, low: bool,
-                           requiring: set[str] | None = None, depth: int = 0) -> Decomposed | None:
-    """The first top-level symbol of ``program`` on the path of an input of ``requiring`` (by default, those whose
-    proxies require grad) that :func:`decompositions_at_fault` would charge; None if there is none."""
-    if requiring is None:
-        requiring = {a.name for a in program.args if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False)}
-    candidates = _candidates(program, requiring)[:_MOST]
-    if not candidates:
-        return None
-    try:
-        values = _values_at(program, inputs, list({p.name: p for _, b in candidates for p in _inputs(b)}.values()))
-    except Exception:  # noqa: BLE001
-        _log.debug("the program's prefix does not run", exc_info=True)
-        return None
-    flowing = _requiring(program, requiring)
-    for index, bsym in candidates:
-        found = _judged(program, index, bsym, values, flowing, low=low, depth=depth)
-        if found is not None:
-            return found
-    return None
+def decomposition_at_fault(program: Any, inputs: Mapping[str, Any], *, low: bool) -> Decomposed | None:
+    """:func:`decompositions_at_fault` for the inputs of ``program`` whose proxies require grad, the first found."""
+    names = {a.name: True for a in program.args if isinstance(a, TensorProxy) and getattr(a, "requires_grad", False)}
+    found = decompositions_at_fault(program, inputs, names, low=low)
+    return next(iter(found.values()), None)
 
 
 def _requiring(program: Any, inputs: set[str]) -> set[str]:
@@ -112,37 +114,16 @@ def _requiring(program: Any, inputs: set[str]) -> set[str]:
     return requiring
 
 
-def _candidates(program: Any, inputs: set[str]) -> list[tuple[int, Any]]:
-    """The top-level symbols on the path of ``inputs`` whose decomposition the split differentiates."""
-    requiring = set(inputs)
-    found = []
-    for index, bsym in enumerate(program.bound_symbols):
-        if {p.name for p in proxy_args(bsym)} & requiring:
-            if _differentiated_decomposition(bsym):
-                found.append((index, bsym))
-            requiring |= {p.name for p in tensor_outs(bsym) if floating(p)}
-    return found
-
-
-def _judged(program: Any, index: int, bsym: Any, values: Mapping[str, Any], requiring: set[str], *, low: bool,
-            depth: int) -> Decomposed | None:
-    """``bsym`` (or the innermost symbol of its decomposition at fault) if its decomposition's gradient is not its
-    op's, else None (also when a form of it does not run)."""
-    try:
-        how = _op_against_decomposition(program, bsym, values, requiring, low=low)
-    except Exception:  # noqa: BLE001 - one form does not run: this symbol is not judged
-        _log.debug("%s is not judged", bsym_label(index, bsym), exc_info=True)
-        return None
-    if how is None:
-        return None
-    if depth < _DEEPEST:  # a symbol of its decomposition may be the one at fault
-        args = _inputs(bsym)
-        inner = decomposition_at_fault(_region(program, args, list(bsym.subsymbols), bsym.output),
-                                       {a.name: values[a.name] for a in args}, low=low,
-                                       requiring={a.name for a in args} & requiring, depth=depth + 1)
-        if inner is not None:
-            return f"{inner[0]} in the decomposition of {bsym_label(index, bsym)}", *inner[1:]
-    return bsym_label(index, bsym), bsym, how
+def _reaching_outputs(program: Any) -> set[str]:
+    """The floating values from which a floating value the program returns is computed through symbols with
+    floating results: a gradient reaches them (a comparison's boolean result stops it)."""
+    reaching: set[str] = set()
+    for bsym in reversed(program.bound_symbols):
+        if bsym.sym.id in (prims.PrimIDs.RETURN, "python_return"):
+            reaching |= {p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy) and floating(p)}
+        elif {p.name for p in tensor_outs(bsym) if floating(p)} & reaching:
+            reaching |= {p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy) and floating(p)}
+    return reaching
 
 
 def describe(found: Decomposed) -> tuple[str, tuple[str, str]]:
@@ -161,7 +142,10 @@ def _differentiated_decomposition(bsym: Any) -> bool:
     some, and neither an executor's grad transform nor a registered VJP covers its symbol."""
     from thunder.core import transforms
 
-    if not getattr(bsym, "subsymbols", None) or getattr(bsym.sym, "is_prim", False):
+    subsymbols = getattr(bsym, "subsymbols", None) or ()
+    if not subsymbols or getattr(bsym.sym, "is_prim", False):
+        return False
+    if len(subsymbols) == 1 and getattr(subsymbols[0].sym, "is_prim", False):  # the op is that prim: nothing to differ
         return False
     if bsym.sym.id in getattr(transforms, "augmented_forward_impls", {}):
         return False
@@ -194,18 +178,24 @@ def _values_at(program: Any, inputs: Mapping[str, Any], needed: list[Any]) -> di
     return dict(zip((p.name for p in needed), result))
 
 
-def _op_against_decomposition(program: Any, bsym: Any, values: Mapping[str, Any], requiring: set[str], *,
-                              low: bool) -> str | None:
-    """How the decomposition's gradient of ``bsym`` differs from its op's at ``values``, beyond float32's rounding
-    there (the op's gradient in float64 decides), or None (the gradients of its inputs named in ``requiring``)."""
+def _differences(program: Any, bsym: Any, values: Mapping[str, Any], requiring: set[str], *,
+                 low: bool) -> dict[str, str]:
+    """For each argument of ``bsym`` named in ``requiring``, how its decomposition's gradient differs from its
+    op's at ``values``, beyond float32's rounding there (the op's gradient in float64 decides); nothing when a
+    form does not run (the symbol is not judged) or the op's gradient is not finite."""
     args = _inputs(bsym)
     op_region = _region(program, args, [bsym], bsym.output)  # as eager's own op, where the torch executor has none
-    eager = eager_executor(op_region)
-    op = _gradients(op_region, args, values, requiring, eager)
-    decomposed = _gradients(_region(program, args, list(bsym.subsymbols), bsym.output), args, values, requiring)
+    try:
+        eager = eager_executor(op_region)
+        op = _gradients(op_region, args, values, requiring, eager)
+        decomposed = _gradients(_region(program, args, list(bsym.subsymbols), bsym.output), args, values, requiring)
+    except Exception:  # noqa: BLE001 - one form does not run: this symbol is not judged
+        _log.debug("%s is not judged", bsym.sym.name, exc_info=True)
+        return {}
     if op is None or decomposed is None:
-        return None
+        return {}
     exact: list[dict[str, Any] | None] = []
+    found = {}
     for name, want in op.items():
         have = decomposed.get(name)
         if want is None or have is None or not bool(torch.isfinite(want).all()):
@@ -217,8 +207,8 @@ def _op_against_decomposition(program: Any, bsym: Any, values: Mapping[str, Any]
                 exact.append(None)
         how = beyond_rounding(have, want, None if exact[0] is None else exact[0].get(name), low=low)
         if how is not None:
-            return f"for {name}: {how}"
-    return None
+            found[name] = how
+    return found
 
 
 def _gradients(region: Any, args: list[Any], values: Mapping[str, Any], requiring: set[str],

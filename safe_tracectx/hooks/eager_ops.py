@@ -6,8 +6,9 @@ symbol's decomposition (``neg``, ``exp``, ``add``, ``reciprocal``), and autograd
 that decomposition shares its flaws: NaN at ``sigmoid(-1000)``, where eager PyTorch's
 gradient is 0. This executor runs each such symbol as the torch function its id
 names (``torch.sigmoid``), called with the symbol's arguments; a symbol whose id
-names no torch function, or whose arguments torch's function does not take, fails
-the replay, which then goes on as before. It is never registered with Thunder::
+names no torch function, or whose arguments torch's function does not take (tried
+on meta tensors: ``torch.max(w, None, False)``), is left to the torch executor. It
+is never registered with Thunder::
 
     >>> from safe_tracectx.hooks.eager_ops import torch_function
     >>> torch_function("torch.sigmoid").__name__, torch_function("thunder.torch.nothing")
@@ -61,6 +62,30 @@ def eager_executor(trace: Any) -> Any | None:
             continue
         if sid not in executor.implmap:
             name = "eager_" + str(sid).replace(".", "_")
-            executor.register_implementation(bsym.sym, executor.register_operator(name, like=bsym.sym, fn=function))
-        found = True
+            operator = executor.register_operator(name, like=bsym.sym, fn=function)
+            executor.register_implementation(bsym.sym, operator, checker=functools.partial(_takes, function))
+        found = found or _takes(function, *bsym.args, **bsym.kwargs)
     return executor if found else None
+
+
+def _takes(function: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+    """Whether ``function`` takes these arguments as Thunder binds them (tried on meta tensors of the proxies'
+    shapes and dtypes: ``torch.max(w, None, False)`` does not), so that a symbol it does not take is left to the
+    torch executor rather than failing the whole replay."""
+    from thunder.core.dtypes import to_torch_dtype
+    from thunder.core.proxies import Proxy, TensorProxy
+
+    def meta(value: Any) -> Any:
+        if isinstance(value, TensorProxy):
+            return torch.empty(tuple(int(d) for d in value.shape), dtype=to_torch_dtype(value.dtype), device="meta")
+        if isinstance(value, tuple | list):
+            return type(value)(meta(v) for v in value) if type(value) in (tuple, list) else value
+        if isinstance(value, dict):
+            return {k: meta(v) for k, v in value.items()}
+        return getattr(value, "value", value) if isinstance(value, Proxy) else value
+
+    try:
+        function(*meta(args), **meta(kwargs))
+    except Exception:  # noqa: BLE001 - not these arguments, or not on meta tensors: the torch executor's form
+        return False
+    return True

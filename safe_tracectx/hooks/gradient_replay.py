@@ -80,6 +80,7 @@ def wrong_gradients(program: Any, forward: Any, backward: Any, make: Callable[[A
         return None if exact[0] is None else exact[0].get(name)
 
     found: list[Violation] = []
+    not_finite: dict[str, bool] = {}
     for name, want in replayed.expected.items():
         have = replayed.got.get(name)
         if want is None and have is None:
@@ -90,6 +91,7 @@ def wrong_gradients(program: Any, forward: Any, backward: Any, make: Callable[[A
         if how is not None and have is not None and bool(torch.isfinite(given).all()):
             how = beyond_rounding(given, reference, exactly(name), low=low)
         if how is not None:
+            not_finite[name] = not bool(torch.isfinite(given).all())
             found.append(Violation(
                 "gradient-wrong-value", name,
                 f"replayed on the same inputs and random cotangents, the forward and backward about to run give "
@@ -99,7 +101,7 @@ def wrong_gradients(program: Any, forward: Any, backward: Any, make: Callable[[A
                 f"input {name}",
             ))
     if found and locate:
-        return _charged_to_decompositions(found, program, replayed.inputs, low=low)
+        return _charged_to_decompositions(found, program, replayed.inputs, not_finite, low=low)
     return found
 
 
@@ -114,12 +116,12 @@ def _exact_gradients(program: Any, replayed: Replayed) -> Gradients | None:
     return None if isinstance(reference, str) or reference is None else reference[0]
 
 
-def _charged_to_decompositions(found: list[Violation], program: Any, inputs: Mapping[str, Any], *,
-                               low: bool) -> list[Violation]:
+def _charged_to_decompositions(found: list[Violation], program: Any, inputs: Mapping[str, Any],
+                               not_finite: Mapping[str, bool], *, low: bool) -> list[Violation]:
     """``found``, each charged to the symbol on its input's path whose decomposition, differentiated for want of a
     grad rule, gives a wrong gradient at the values it gets from ``inputs`` (the violation path only); a violation
     no such symbol explains is left as it is."""
-    at_fault = own_work(lambda: decompositions_at_fault(program, inputs, [v.name for v in found], low=low))
+    at_fault = own_work(lambda: decompositions_at_fault(program, inputs, not_finite, low=low))
     charged = []
     for violation in found:
         at = at_fault.get(violation.name)
@@ -149,19 +151,27 @@ def replay(program: Any, forward: Any, backward: Any, make: Callable[[Any], Call
         # The call's own values first (where the user's program goes), against the torch executor's form of the
         # program, then against eager's own ops where that form is a decomposition with no finite gradient there;
         # then random values, and values a loss or a log accepts (targets in [0, 1)) when randn's are not.
+        # An input whose reference gradient is not finite on the call's own values (in either form) is not judged
+        # there; the others keep their judgement, and random values are tried only when none has one.
+        partial: Replayed | None = None
         for kind in ("own", "own, eager ops", "normal", "positive"):
+            if partial is not None and not kind.startswith("own"):
+                return partial
             inputs = own if kind.startswith("own") else random_inputs(program, positive=kind == "positive")
-            if inputs is None:
-                if kind.startswith("own"):
-                    continue
-                return None
-            eager = own_work(eager_executor, program) if kind == "own, eager ops" else None
-            if kind == "own, eager ops" and eager is None:
+            eager = own_work(eager_executor, program) if kind == "own, eager ops" and inputs is not None else None
+            if inputs is None or (kind == "own, eager ops" and eager is None):
                 continue
             replayed = own_work(_replay, program, forward, backward, inputs, wanted, make, eager)
-            if not isinstance(replayed, str):  # judged, or nothing to judge
+            if isinstance(replayed, str):  # no input judged on these values
+                continue
+            if replayed is None:  # nothing to judge
+                return partial
+            if partial is not None:  # the same values and cotangents: the inputs judged before keep their judgement
+                replayed = replayed._replace(expected={**replayed.expected, **partial.expected})
+            if len(replayed.expected) == len(wanted) or not kind.startswith("own"):
                 return replayed
-    return None
+            partial = replayed
+    return partial
 
 
 def pair_gradients(forward: Any, backward: Any, inputs: Mapping[str, Any], cotangents: Sequence[Any],
@@ -235,8 +245,9 @@ def _replay(program: Any, forward: Any, backward: Any, inputs: Mapping[str, Any]
 
 def _reference(program: Any, inputs: Mapping[str, Any], wanted: list[str], eager: Any,
                cotangents: list[Any] | None = None) -> tuple[Gradients, list[Any]] | str | None:
-    """Autograd's gradients of ``program`` on ``inputs`` for ``cotangents`` (seeded random ones when None), and the
-    cotangents; None: no output to differentiate; ``_FAILED``: a gradient is not finite there."""
+    """Autograd's gradients of ``program`` on ``inputs`` for ``cotangents`` (seeded random ones when None) of the
+    inputs whose gradients are finite there, and the cotangents; None: no output to differentiate; ``_FAILED``: no
+    gradient is finite there."""
     leaves = {n: v.detach().clone().requires_grad_(n in wanted) if isinstance(v, torch.Tensor) else v
               for n, v in inputs.items()}
     names = [str(getattr(a, "name", "")) for a in program.args]
@@ -252,9 +263,8 @@ def _reference(program: Any, inputs: Mapping[str, Any], wanted: list[str], eager
         return None
     grads = torch.autograd.grad([o for o, _ in pairs], [leaves[n] for n in wanted], [c.to(o.dtype) for o, c in pairs],
                                 allow_unused=True)
-    if any(g is not None and not bool(torch.isfinite(g).all()) for g in grads):
-        return _FAILED
-    return dict(zip(wanted, grads)), cotangents
+    finite: Gradients = {n: g for n, g in zip(wanted, grads) if g is None or bool(torch.isfinite(g).all())}
+    return (finite, cotangents) if finite else _FAILED  # an input whose gradient is not finite here is not judged
 
 
 def _differentiable(program: Any, eager: Any = None) -> Callable[..., Any]:
