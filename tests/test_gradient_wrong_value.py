@@ -395,22 +395,34 @@ def test_silent_where_float32_is_noise_for_eager_too() -> None:
         thunder.jit(normed)(x)
 
 
+class Logged(dict[str, T]):
+    """A dict subclass whose reads run the user's code: each read is counted in ``reads``."""
+
+    def __init__(self, reads: list[str], **items: T) -> None:
+        super().__init__(**items)
+        self.reads = reads
+
+    def __getitem__(self, key: str) -> T:
+        self.reads.append(key)
+        return dict.__getitem__(self, key)
+
+
+def _reads_plain_and_audited(function: Callable[..., T], make: Callable[[list[str]], tuple[Any, ...]]) -> tuple[int, int]:
+    """How many reads of the user's dict a plain jit call makes, and an audited one."""
+    plain: list[str] = []
+    thunder.jit(function)(*make(plain))
+    audited: list[str] = []
+    with audit(), use_policy(AUDIT):
+        thunder.jit(function)(*make(audited))
+    return len(plain), len(audited)
+
+
 def test_the_calls_containers_are_not_read_again_when_reading_runs_the_users_code() -> None:
-    reads: list[str] = []
-
-    class Logged(dict[str, T]):
-        def __getitem__(self, key: str) -> T:
-            reads.append(key)
-            return dict.__getitem__(self, key)
-
     def f(d: dict[str, T]) -> T:
         return d["a"].cos().sum()
 
-    thunder.jit(f)(Logged(a=torch.randn(4, requires_grad=True)))
-    plain, reads[:] = len(reads), []
-    with audit(), use_policy(AUDIT):
-        thunder.jit(f)(Logged(a=torch.randn(4, requires_grad=True)))
-    assert len(reads) == plain > 0
+    plain, audited = _reads_plain_and_audited(f, lambda reads: (Logged(reads, a=torch.randn(4, requires_grad=True)),))
+    assert audited == plain > 0
 
 
 def test_the_culprit_search_replays_each_form_once_whatever_the_number_of_wrong_inputs(
@@ -485,23 +497,12 @@ def test_silent_where_float32_computes_a_scale_invariant_gradient_as_noise() -> 
 
 
 def test_an_attribute_of_an_object_in_the_call_is_not_read_again() -> None:
-    reads: list[str] = []
-
-    class Logged(dict[str, T]):
-        def __getitem__(self, key: str) -> T:
-            reads.append(key)
-            return dict.__getitem__(self, key)
-
     class Holder:
-        def __init__(self) -> None:
-            self.d = Logged(w=torch.randn(4, requires_grad=True))
+        def __init__(self, reads: list[str]) -> None:
+            self.d = Logged(reads, w=torch.randn(4, requires_grad=True))
 
     def f(h: Holder, x: T) -> T:
         return (h.d["w"] * x).sum()
 
-    holder = Holder()
-    thunder.jit(f)(holder, torch.randn(4))
-    plain, reads[:] = len(reads), []
-    with audit(), use_policy(AUDIT):
-        thunder.jit(f)(holder, torch.randn(4))
-    assert len(reads) == plain > 0
+    plain, audited = _reads_plain_and_audited(f, lambda reads: (Holder(reads), torch.randn(4)))
+    assert audited == plain > 0
