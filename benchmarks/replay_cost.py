@@ -58,13 +58,16 @@ class Block(torch.nn.Module):
 
     def __init__(self, width: int = 256, heads: int = 4) -> None:
         super().__init__()
+        self.heads = heads
         self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
-        self.attention = torch.nn.MultiheadAttention(width, heads, batch_first=True)
+        self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
         self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width))
 
     def forward(self, x: T) -> T:
-        h = self.norm1(x)
-        x = x + self.attention(h, h, h, need_weights=False)[0]
+        batch, length, width = x.shape
+        q, k, v = (t.reshape(batch, length, self.heads, -1).transpose(1, 2) for t in self.qkv(self.norm1(x)).chunk(3, -1))
+        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
         out: T = x + self.mlp(self.norm2(x))
         return out
 
