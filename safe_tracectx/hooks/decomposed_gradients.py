@@ -63,9 +63,9 @@ def decompositions_at_fault(program: Any, inputs: Mapping[str, Any], names: Mapp
     (``glu``'s ``sigmoid``). A name no such symbol explains is left out."""
     flowing = {name: _requiring(program, {name}) for name in names}
     reaching = _reaching_outputs(program)
-    paths = {name: [(i, b) for i, b in enumerate(program.bound_symbols)
-                    if {p.name for p in proxy_args(b)} & flowing[name] and _differentiated_decomposition(b)
-                    and {p.name for p in tensor_outs(b)} & reaching][:_MOST] for name in names}
+    decomposed = [(i, b, {p.name for p in proxy_args(b)}) for i, b in enumerate(program.bound_symbols)
+                  if {p.name for p in tensor_outs(b)} & reaching and _differentiated_decomposition(b)]  # once, not per name
+    paths = {name: [(i, b) for i, b, reads in decomposed if reads & flowing[name]][:_MOST] for name in names}
     union = {i: b for found in paths.values() for i, b in found}
     if not union:
         return {}
