@@ -73,6 +73,7 @@ TraceCheck = Literal[
     "gradient-wrong-value",
     "gained-requires-grad",
     "cache-entry-reused",
+    "output-aliases-input",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -200,6 +201,10 @@ FIXES: Final[dict[str, str]] = {
     "function: convert outside the jitted call (`jf(x.to(dt))`), pass a tensor of that dtype and read its dtype "
     "(`x.to(like.dtype)`), which the prologue checks, or jit one function per dtype, each dtype fixed for good (a "
     "module attribute or global the jitted function reads is not checked either)",
+    "output-aliases-input": "make the symbol's meta return a new tensor wherever eager PyTorch's function does: "
+    "a symbol whose output is its own input proxy says the result is the caller's tensor (Thunder's fix of #1775 "
+    "makes to(copy=True) allocate and copy into a new tensor); until Thunder is fixed, clone the result "
+    "(`a.clone()` instead of `a.to(copy=True)`)",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

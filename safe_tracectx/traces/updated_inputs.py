@@ -45,7 +45,10 @@ from safe_tracectx.traces.gradient_flow import handed_on
 from safe_tracectx.traces.views import MULTIPLE_VIEWS, changes_nothing, takes_view, takes_view_at_any_stage
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["InputUpdate", "dropped_updates", "update_modes", "updated_inputs", "updated_under_grad", "wrong_update_modes"]
+__all__ = [
+    "InputUpdate", "dropped_updates", "update_modes", "updated_inputs", "updated_under_grad", "writes_in_place",
+    "wrong_update_modes",
+]
 
 #: Prims that write into their destination.
 _WRITING: Final = frozenset(filter(None, (PrimIDs.COPY_, getattr(PrimIDs, "COPY_WITH_SETITEM", None))))
@@ -233,14 +236,14 @@ def _written_inputs(trace: Any, family: dict[str, set[str]]) -> tuple[set[str], 
         read = {root for p in proxy_args(bsym) for root in family.get(p.name, ())}
         if not read:
             continue
-        if _writes(bsym):
+        if writes_in_place(bsym):
             written |= read
         for out in proxy_outs(bsym):
             family.setdefault(out.name, set()).update(read)
     return written, family
 
 
-def _writes(bsym: Any) -> bool:
+def writes_in_place(bsym: Any) -> bool:
     """Whether ``bsym`` or a symbol inside it writes into a tensor in place (``copy_``, ``copy_with_setitem``, a
     symbol tagged in-place, or one named like torch's in-place methods)."""
     sym = bsym.sym
@@ -249,7 +252,7 @@ def _writes(bsym: Any) -> bool:
         return True
     if name.endswith("_") and not name.startswith(("unpack", "_")):
         return True
-    return any(_writes(s) for s in getattr(bsym, "subsymbols", ()) or ())
+    return any(writes_in_place(s) for s in getattr(bsym, "subsymbols", ()) or ())
 
 
 def _has_elements(bsym: Any, name: str) -> bool:

@@ -59,6 +59,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "gradient-wrong-value": BrokenTraceError,
     "gained-requires-grad": BrokenTraceError,
     "cache-entry-reused": BrokenTraceError,
+    "output-aliases-input": BrokenTraceError,
 }
 
 
