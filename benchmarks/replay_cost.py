@@ -1,11 +1,12 @@
-"""What the replays add to a compile, side by side: update-wrong-value's and gradient-wrong-value's.
+"""What the replays add to a compile, side by side: update-wrong-value's, gradient-wrong-value's, output-wrong-value's.
 
 Each round compiles and calls each program twice under strict, once as shipped and once with
 the replays switched off (``program_updates._program_update_values`` answering nothing, and
-``gradient_wrong_value="off"``), in alternating order, and prints the ratio of the two times per
+``gradient_wrong_value="off"``, ``output_wrong_value="off"``), in alternating order, and prints the ratio of the two times per
 program (median and range over the rounds: these machines are shared, so only the ratio of
 neighbours means much). The first three programs update their inputs (update-wrong-value); the
-others have a backward (gradient-wrong-value, replayed on the call's own inputs)::
+next two have a backward (gradient-wrong-value and output-wrong-value, replayed on the call's own
+inputs); the last two only a forward (output-wrong-value)::
 
     python benchmarks/replay_cost.py [rounds]
 """
@@ -73,14 +74,26 @@ class Block(torch.nn.Module):
 
 
 def _programs() -> dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]]:
-    mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512))
+    mlp = _mlp()
     return {
         "optimizer step (3 x 512x512)": (optimizer_step, lambda: tuple(torch.randn(512, 512) for _ in range(6))),
         "KV cache row": (kv_cache, lambda: (torch.zeros(4, 64, 128), torch.randn(4, 128), torch.randn(4, 64, 128))),
         "Conv+BatchNorm, train": (Normed(), lambda: (torch.randn(4, 8, 16, 16),)),
         "MLP 512-2048-512, backward": (mlp, lambda: (torch.randn(64, 512, requires_grad=True),)),
         "transformer block 256, backward": (Block(), lambda: (torch.randn(8, 64, 256, requires_grad=True),)),
+        "MLP 512-2048-512, inference": (_inference(_mlp()), lambda: (torch.randn(64, 512),)),
+        "transformer block 256, inference": (_inference(Block()), lambda: (torch.randn(8, 64, 256),)),
     }
+
+
+def _mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512))
+
+
+def _inference(module: torch.nn.Module) -> torch.nn.Module:
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)
+    return module
 
 
 def _compile_and_call(function: Callable[..., Any], make: Callable[[], tuple[Any, ...]], replay: bool) -> float:
@@ -90,7 +103,7 @@ def _compile_and_call(function: Callable[..., Any], make: Callable[[], tuple[Any
     try:
         arguments = make()
         start = time.perf_counter()
-        with installed(), use_policy(STRICT if replay else STRICT.replace(gradient_wrong_value="off")):
+        with installed(), use_policy(STRICT if replay else STRICT.replace(gradient_wrong_value="off", output_wrong_value="off")):
             thunder.jit(function)(*arguments)
         return time.perf_counter() - start
     finally:

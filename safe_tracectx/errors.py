@@ -74,6 +74,7 @@ TraceCheck = Literal[
     "gained-requires-grad",
     "cache-entry-reused",
     "output-aliases-input",
+    "output-wrong-value",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -205,6 +206,11 @@ FIXES: Final[dict[str, str]] = {
     "a symbol whose output is its own input proxy says the result is the caller's tensor (Thunder's fix of #1775 "
     "makes to(copy=True) allocate and copy into a new tensor); until Thunder is fixed, clone the result "
     "(`a.clone()` instead of `a.to(copy=True)`)",
+    "output-wrong-value": "make every step after the interpretation keep what the program returns: a pass must not "
+    "change a value it does not mean to (dead-code elimination, fusion, common-subexpression elimination), and an "
+    "executor's implementation of a symbol (or a decomposition a fusion compiles) must compute the op's own value, "
+    "overflow included; until Thunder is fixed, leave that symbol to the torch executor (thunder.jit(f, "
+    "executors=...) without the executor the culprit names) or compute the value another way",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

@@ -72,7 +72,7 @@ class Compilation:
         self.updates: tuple[Any, dict[str, Any]] | None = None
         #: The grad modes of the program's copies into each input it updates (``traces.updated_inputs.update_modes``).
         self.update_modes: dict[str, set[bool]] = {}
-        #: The interpretation's trace, while it updates an input (replayed by ``hooks.replay``).
+        #: The interpretation's trace (replayed by ``hooks.replay`` and ``hooks.output_replay``).
         self.program: Any = None
         #: The inputs updated with grad enabled; the call's tensors as whether each is a leaf requiring grad.
         self.refusing: set[str] = set()
@@ -202,7 +202,7 @@ class Compilation:
             program = interpreted[-1]
             self.updates = (program.names, updated_inputs(program))
             self.update_modes = update_modes(program)
-            self.program = program if self.updates[1] else None
+            self.program = program
             self.refusing = {u.input for u in updated_under_grad(program, grad_enabled=self.grad_enabled, until=until)}
 
     def judges_gradients(self) -> bool:

@@ -30,18 +30,18 @@ __all__ = ["beyond_rounding", "floating", "how_far", "in_float64", "low_precisio
 _ROUNDING_FACTOR = 2.0
 
 
-def how_far(given: torch.Tensor, reference: torch.Tensor, *, low: bool) -> str | None:
-    """How ``given`` differs from ``reference`` beyond rounding, or None. Rounding is judged against the gradient's
-    scale, as it grows with each reduction's length: the relative L2 error (1e-3, 5e-2 for a program that computes
-    in half precision), and for full precision also the largest difference against the largest element (1e-2), so
-    that a few elements far off are seen too."""
+def how_far(given: torch.Tensor, reference: torch.Tensor, *, low: bool, against: str = "autograd") -> str | None:
+    """How ``given`` differs from ``reference`` (what ``against`` gives) beyond rounding, or None. Rounding is judged
+    against the value's scale, as it grows with each reduction's length: the relative L2 error (1e-3, 5e-2 for a
+    program that computes in half precision), and for full precision also the largest difference against the
+    largest element (1e-2), so that a few elements far off are seen too."""
     if given.shape != reference.shape:
-        return f"shape {tuple(given.shape)} where autograd gives {tuple(reference.shape)}"
+        return f"shape {tuple(given.shape)} where {against} gives {tuple(reference.shape)}"
     if not (given.is_floating_point() or given.is_complex()):
         return None if not differs(given, reference) else f"{wrong_elements(given, reference)} elements differ"
     unlike = int((torch.isfinite(given) != torch.isfinite(reference)).sum())  # a NaN compares as nothing below
     if unlike:
-        return f"{unlike} of {given.numel()} elements not finite where autograd's are, or finite where they are not"
+        return f"{unlike} of {given.numel()} elements not finite where {against}'s are, or finite where they are not"
     wide = torch.complex128 if given.is_complex() or reference.is_complex() else torch.float64
     difference, scale = (given - reference).to(wide), reference.to(wide)
     error, norm = float(torch.linalg.vector_norm(difference)), float(torch.linalg.vector_norm(scale))
@@ -54,7 +54,7 @@ def how_far(given: torch.Tensor, reference: torch.Tensor, *, low: bool) -> str |
 
 
 def beyond_rounding(given: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor | None, *,
-                    low: bool) -> str | None:
+                    low: bool, against: str = "autograd") -> str | None:
     """:func:`how_far` of ``given`` from ``reference``, unless ``exact`` (the reference computed in float64) shows
     ``given`` is within rounding of it, or no further from it than twice the reference's own error: on
     ill-conditioned values (a layer norm of 1e4 + 0.1 * randn) float32 is noise for both, and the difference is
@@ -63,7 +63,7 @@ def beyond_rounding(given: torch.Tensor, reference: torch.Tensor, exact: torch.T
     themselves, when they are a few (when they are most, float32 is noise throughout). Where the reference's
     own error is half the gradient or more (a gradient float32 computes as noise, as of a scale-invariant
     loss), only a value not finite where the reference's is can differ; such a value always does."""
-    how = how_far(given, reference, low=low)
+    how = how_far(given, reference, low=low, against=against)
     if how is None or exact is None or exact.shape != given.shape or not bool(torch.isfinite(given).all()):
         return how
     wide = torch.complex128 if given.is_complex() else torch.float64
@@ -72,7 +72,7 @@ def beyond_rounding(given: torch.Tensor, reference: torch.Tensor, exact: torch.T
     kept = (reference64 - exact64).abs() <= 0.1 * peak
     if 2 * int(kept.sum()) > kept.numel():  # a few elements took another branch; most far off is noise, not branches
         given64, reference64, exact64 = given64[kept], reference64[kept], exact64[kept]
-    how = how_far(given64, reference64, low=low)
+    how = how_far(given64, reference64, low=low, against=against)
     if how is None or how_far(given64, exact64, low=low) is None:
         return None
     own, theirs = (float(torch.linalg.vector_norm(t - exact64)) for t in (given64, reference64))

@@ -1,138 +1,163 @@
-"""A symbol that hands back its own input where eager PyTorch gives a new tensor (``output-aliases-input``).
+"""A program that hands back the caller's tensor where eager PyTorch returns a new one (``output-aliases-input``).
 
-A bound symbol whose output is one of its inputs (``a = ltorch.to(a, copy=True)``) says
-the result *is* that input: a program that returns it hands the caller its own tensor,
-and a later in-place update of it writes into the input. That is Thunder's semantics
-exactly when eager PyTorch's function returns its input too, or a view of it
-(``a.to(a.dtype)``, ``a.contiguous()``, ``a.reshape(a.shape)``). So each such symbol
-of the interpretation's trace whose output is returned or written into is called
-eagerly, as the torch function its id names, on tensors of its inputs' shapes and
-dtypes; an output eager gives a storage of its own is reported, charged to the
-function that is the symbol's meta. A symbol whose id names no torch function, or
-that eager does not take with Thunder's arguments, is not judged::
+When the form of the program about to run is replayed (``hooks.output_replay``), each
+tensor it returns that shares storage with one of the inputs it was given is followed
+back through the interpretation's trace: from the symbol that defines the returned name,
+through the argument computed from that input, to the input. Each symbol on that path
+is called eagerly, as the torch function its id names, on zero tensors of its
+arguments' shapes and dtypes: where one returns a tensor with a storage of its own
+(``a.to(copy=True)``, ``x.repeat_interleave(1)``), eager's result is no alias of the
+input, and Thunder's is. The report is charged to the function that is that symbol's
+meta. A path through a symbol whose id names no torch function, or that eager does not
+take with Thunder's arguments, is not judged; a symbol that rebinds its input's own name
+(Thunder before 2025) is judged only when nothing but the return reads the name again::
 
     >>> import torch
     >>> from safe_tracectx.hooks.passthrough_outputs import shares_storage
     >>> a = torch.zeros(3)
-    >>> shares_storage(a.to(copy=True), a), shares_storage(a.view(3), a)
-    (False, True)
+    >>> shares_storage(a.to(copy=True), a), shares_storage(a.view(3), a), shares_storage(a[:0], torch.zeros(0))
+    (False, True, False)
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import torch
-from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy
-from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.hooks.eager_ops import torch_function
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import meta_definer
-from safe_tracectx.traces.updated_inputs import writes_in_place
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["KIND", "across_traces", "aliased_outputs", "shares_storage"]
+__all__ = ["KIND", "aliased_outputs", "shares_storage"]
 
 KIND: Final = "output-aliases-input"
-_SHALLOW_COPY: Final = getattr(PrimIDs, "SHALLOW_COPY", None)
 #: The most elements the eager call allocates for one symbol's inputs: a larger symbol is not judged.
 _MOST_ELEMENTS: Final = 2**22
+#: The most symbols followed back from one returned name.
+_LONGEST: Final = 64
 
 
 def shares_storage(result: Any, given: torch.Tensor) -> bool:
-    """Whether ``result`` is ``given`` or a tensor that shares its storage (a view, a detached alias)."""
+    """Whether ``result`` is ``given`` or a tensor that shares its storage (a view, a detached alias); two tensors
+    with no elements share nothing but what is the same storage object."""
     if result is given:
         return True
     if not isinstance(result, torch.Tensor):
         return False
-    return bool(result.untyped_storage().data_ptr() == given.untyped_storage().data_ptr())
+    return bool(result.untyped_storage()._cdata == given.untyped_storage()._cdata)
 
 
-def aliased_outputs(trace: Any) -> list[Violation]:
-    """Each output of a symbol of ``trace`` that is one of its own inputs and the caller's tensor (an input of
-    ``trace``), which ``trace`` returns or writes into, where eager PyTorch's function gives a tensor with a storage
-    of its own (an intermediate's alias is seen by nothing else)."""
-    returned, callers = _returned(trace), _inputs(trace)
+def aliased_outputs(program: Any, outputs: Sequence[Any], given: Mapping[str, Any]) -> list[Violation]:
+    """Each of ``outputs`` (what a form of ``program``, the interpretation's trace, returned when run on ``given``,
+    its inputs by name) that shares storage with an input, where eager PyTorch's result along ``program``'s path from
+    that input to the returned name does not."""
+    from safe_tracectx.hooks.output_replay import program_outputs
+
+    proxies = program_outputs(_returned(program))
     found: list[Violation] = []
-    for index, bsym in enumerate(trace.bound_symbols):
-        aliases = {out: given for out, given in _aliases(bsym).items() if given in callers}
-        same = {o: a for o, a in aliases.items() if o in returned or _written_after(trace, index, o)}
-        function = torch_function(getattr(bsym.sym, "id", None)) if same else None
-        if function is None:
+    for index, (value, proxy) in enumerate(zip(outputs, proxies)):
+        if not isinstance(value, torch.Tensor) or not isinstance(proxy, TensorProxy):
             continue
-        fresh = _fresh_outputs(function, bsym, same)
-        for name in (n for n in same if n in fresh):
-            found.append(Violation(
-                KIND, name,
-                f"{bsym_label(index, bsym)} gives back its input {same[name]} as its output {name}, so the program "
-                f"hands on the caller's own tensor (an update of {name} changes the caller's {same[name]}), where "
-                f"eager PyTorch's {bsym.sym.id} returns a new tensor with a storage of its own",
-                bsym_label(index, bsym),
-                also=(same[name],),
-                culprit=meta_definer(bsym),
-            ))
+        for name, tensor in given.items():
+            if isinstance(tensor, torch.Tensor) and shares_storage(value, tensor):
+                copying = _copying_step(program, proxy.name, name)
+                if copying is not None:
+                    found.append(_violation(proxy.name, name, *copying))
+                break
     return found
 
 
-def across_traces(traces: list[Any]) -> list[tuple[Violation, Any]]:
-    """:func:`aliased_outputs` of the latest of the interpretation's computation traces (the earlier ones hold the
-    same symbols under other names; the latest has the proxies renamed after the user's variables), with it."""
-    return [(v, traces[-1]) for v in aliased_outputs(traces[-1])] if traces else []
+def _violation(returned: str, input_name: str, at: int, bsym: Any) -> Violation:
+    return Violation(
+        KIND, returned,
+        f"it hands back {returned} in the storage of the caller's own {input_name}, where eager PyTorch returns a "
+        f"new tensor: {bsym_label(at, bsym)} runs as an alias of its argument, and eager's {bsym.sym.id} gives a "
+        f"storage of its own, so an update of the result changes the caller's {input_name}",
+        bsym_label(at, bsym),
+        also=(input_name,),
+        culprit=meta_definer(bsym),
+    )
 
 
-def _returned(trace: Any) -> set[str]:
+def _returned(program: Any) -> Any:
     try:
-        output = trace.output
-    except Exception:  # noqa: BLE001 - no return yet: nothing is handed on
-        return set()
-    flat, _ = tree_flatten(output)  # type: ignore[no-untyped-call]
-    return {p.name for p in flat if isinstance(p, TensorProxy)}
+        return program.output
+    except Exception:  # noqa: BLE001 - no return: nothing is handed on
+        return ()
 
 
-def _aliases(bsym: Any) -> dict[str, str]:
-    """Each tensor output of ``bsym`` that is one of its inputs by Thunder's semantics, by name, to that input's
-    name: the input's own proxy (``a = ltorch.to(a, copy=True)``), or a proxy its symbol makes by
-    ``prims.shallow_copy`` of it (how Thunder's ``Symbol.__call__`` hands back an input since 2025)."""
-    given = {p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy)}
-    found = {o.name: o.name for o in proxy_outs(bsym) if isinstance(o, TensorProxy) and o.name in given}
-    for sub in getattr(bsym, "subsymbols", ()) or ():
-        if getattr(sub.sym, "id", None) == _SHALLOW_COPY and sub.args and getattr(sub.args[0], "name", None) in given:
-            found.update({o.name: sub.args[0].name for o in proxy_outs(sub) if isinstance(o, TensorProxy)})
-    outs = {o.name for o in proxy_outs(bsym)}
-    return {o: a for o, a in found.items() if o in outs}
+def _copying_step(program: Any, returned: str, input_name: str) -> tuple[int, Any] | None:
+    """(index, bound symbol) of the first symbol on ``program``'s path from ``input_name`` back from ``returned`` that
+    eager runs into a new storage; None if eager keeps the input's storage all the way, or the path is not judged."""
+    depends = _computed_from(program, input_name)
+    current, limit = returned, len(program.bound_symbols)
+    for _ in range(_LONGEST):
+        if current == input_name and not _rebinds(program, current, limit):
+            return None
+        at = _producer(program, current, limit)
+        if at is None:
+            return None
+        bsym = program.bound_symbols[at]
+        reads = [p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy) and p.name in depends]
+        if not reads:
+            return None
+        if reads[0] == current and any(reads[0] in _read_by(b) for b in program.bound_symbols[at + 1:-1]):
+            return None  # a rebinding of the input's own name that later symbols read: which value is meant is lost
+        fresh = _fresh(bsym, current, reads[0])
+        if fresh is None or fresh:
+            return None if fresh is None else (at, bsym)
+        current, limit = reads[0], at
+    return None
 
 
-def _inputs(trace: Any) -> set[str]:
-    flat, _ = tree_flatten((trace.args, trace.kwargs))  # type: ignore[no-untyped-call]
-    return {p.name for p in flat if isinstance(p, TensorProxy)}
+def _rebinds(program: Any, name: str, limit: int) -> bool:
+    at = _producer(program, name, limit)
+    return at is not None and name in _read_by(program.bound_symbols[at])
 
 
-def _written_after(trace: Any, index: int, name: str) -> bool:
-    return any(writes_in_place(b) and any(p.name == name for p in proxy_args(b)) for b in trace.bound_symbols[index + 1:])
+def _producer(program: Any, name: str, limit: int) -> int | None:
+    for at in range(limit - 1, -1, -1):
+        if any(o.name == name for o in proxy_outs(program.bound_symbols[at])):
+            return at
+    return None
 
 
-def _fresh_outputs(function: Callable[..., Any], bsym: Any, aliases: dict[str, str]) -> set[str]:
-    """The names of ``bsym``'s outputs that are its inputs (``aliases``: output to input name) where ``function``,
-    called eagerly with its arguments (on zero tensors of their shapes and dtypes), returns a tensor sharing no
-    storage with that input; nothing when it cannot be called so."""
+def _read_by(bsym: Any) -> set[str]:
+    return {p.name for p in proxy_args(bsym)}
+
+
+def _computed_from(program: Any, name: str) -> set[str]:
+    found = {name}
+    for bsym in program.bound_symbols:
+        if _read_by(bsym) & found:
+            found.update(o.name for o in proxy_outs(bsym))
+    return found
+
+
+def _fresh(bsym: Any, output: str, argument: str) -> bool | None:
+    """Whether eager's function of ``bsym``, called with its arguments on zero tensors, returns ``output`` in a
+    storage other than ``argument``'s; None when it cannot be called so (no torch function, another signature)."""
+    function = torch_function(getattr(bsym.sym, "id", None))
+    if function is None:
+        return None
     values: dict[str, torch.Tensor] = {}
     try:
         args, kwargs = _real(bsym.args, values), _real(bsym.kwargs, values)
-        args = _without_trailing_defaults(bsym.sym, args)
         with torch.no_grad():
-            result = function(*args, **kwargs)
+            result = function(*_without_trailing_defaults(bsym.sym, args), **kwargs)
     except Exception:  # noqa: BLE001 - eager does not take these arguments: not judged
-        return set()
+        return None
     results = list(result) if isinstance(result, tuple | list) else [result]
     outs = list(bsym.output) if isinstance(bsym.output, tuple | list) else [bsym.output]
-    if len(results) != len(outs):
-        return set()
-    return {o.name for o, r in zip(outs, results) if isinstance(o, TensorProxy) and o.name in aliases
-            and aliases[o.name] in values and not shares_storage(r, values[aliases[o.name]])}
+    place = next((i for i, o in enumerate(outs) if isinstance(o, TensorProxy) and o.name == output), None)
+    if len(results) != len(outs) or place is None or argument not in values:
+        return None
+    return not shares_storage(results[place], values[argument])
 
 
 def _real(value: Any, made: dict[str, torch.Tensor]) -> Any:
@@ -167,3 +192,4 @@ def _without_trailing_defaults(symbol: Any, args: tuple[Any, ...]) -> tuple[Any,
             and parameters[end - 1].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
         end -= 1
     return tuple(args[:end])
+

@@ -1,10 +1,12 @@
-"""The program's in-place updates of its inputs, in each form of its computation about to run.
+"""The program's in-place updates of its inputs and what it returns, in each form of its computation about to run.
 
 The interpretation's trace is the program as written; a later form (the trace a step
 makes of it, the split's forward) must still make each update of an input
 (``update-dropped``), with the grad mode it was made in (``update-grad-mode``), and
 leave the same values in the input (``update-wrong-value``, replayed by
-``hooks.replay``). Each is charged to the first step whose form has it::
+``hooks.replay``); a program that updates none must return the same values
+(``output-wrong-value``, replayed by ``hooks.output_replay``). Each is charged to the
+first step whose form has it::
 
     >>> from safe_tracectx.hooks.program_updates import first_form
     >>> from safe_tracectx.hooks.compilation import Compilation
@@ -21,24 +23,28 @@ from typing import Any, Final
 from thunder.core.trace import TraceCtx
 
 from safe_tracectx.hooks import compilation as compilations
+from safe_tracectx.hooks.call_values import call_values
+from safe_tracectx.hooks.output_replay import wrong_outputs
 from safe_tracectx.hooks.replay import wrong_update_values
+from safe_tracectx.hooks.reporting import switched_off
 from safe_tracectx.traces.call_inputs import Region
 from safe_tracectx.traces.updated_inputs import dropped_updates, wrong_update_modes
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["first_form", "side_of", "updates_about_to_run"]
+__all__ = ["first_form", "forms_about_to_run", "side_of"]
 
 
-def updates_about_to_run(
+def forms_about_to_run(
     compilation: compilations.Compilation, trace: Any, function: Callable[..., Any] | None
 ) -> list[Violation]:
     """What ``trace``, about to run (as ``function``, made by thunder.jit to run it), does otherwise than the
-    program with the program's updates of its inputs."""
+    program with the program's updates of its inputs, and, run, with what it returns."""
     found = _program_updates_dropped(compilation, trace, backward=compilation.backward)
     found += _program_update_modes(compilation, trace, backward=compilation.backward)
     if function is not None:
         dropped = {v.name for v in found if v.kind == "update-dropped"}
         found += [v for v in _program_update_values(compilation, trace, function) if v.name not in dropped]
+        found += _program_output_values(compilation, trace, function)
     return found
 
 
@@ -77,7 +83,8 @@ def _program_update_values(
     """The program's updated inputs that ``trace`` (a form of the program's computation, run as ``function`` or
     made executable) leaves with other values than the interpretation's trace, replayed on random inputs; not
     judged when inputs share storage at the call (the program was compiled for that)."""
-    if compilation.program is None or compilation.updates is None or not _runs_the_program(compilation, trace):
+    if compilation.program is None or compilation.updates is None or not compilation.updates[1] \
+            or not _runs_the_program(compilation, trace):
         return []
     storages = compilation.storages() or {}
     arguments = {getattr(a, "name", None) for a in getattr(compilation.program, "args", None) or ()}
@@ -87,12 +94,27 @@ def _program_update_values(
     return wrong_update_values(compilation.program, trace, function, compilation.updates[1])
 
 
+def _program_output_values(
+    compilation: compilations.Compilation, trace: Any, function: Callable[..., Any] | None = None
+) -> list[Violation]:
+    """The tensors the program returns that ``trace`` (a form of the program's computation, run as ``function`` or
+    made executable) returns otherwise than the interpretation's trace, both run on the call's own inputs (else
+    random ones); not for a program that updates its inputs (``update-wrong-value`` replays it)."""
+    if compilation.program is None or compilation.updates is None or compilation.updates[1] \
+            or trace is compilation.program or all(map(switched_off, _REPLAYED)) or not _runs_the_program(compilation, trace):
+        return []
+    return wrong_outputs(compilation.program, trace, function, call_values(compilation))
+
+
+#: The kinds the replay of what the program returns reports.
+_REPLAYED: Final = ("output-wrong-value", "output-aliases-input")
 #: For the checks of forms of the program, the check of one form (no backward): its culprit is the first form
 #: that has the violation.
 _forms_check: Final = {
     "update-dropped": _program_updates_dropped,
     "update-grad-mode": _program_update_modes,
     "update-wrong-value": _program_update_values,
+    "output-wrong-value": _program_output_values,
 }
 
 

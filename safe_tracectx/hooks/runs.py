@@ -32,7 +32,7 @@ from safe_tracectx._support.callsite import CallSite, find_call_site, user_defin
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx._support.pass_catalog import PASSES, Precondition
 from safe_tracectx.hooks import compilation as compilations
-from safe_tracectx.hooks import cache_reuse, call_grad_mode, faults, fx_outputs, fx_splits, grad_mode_requests, leaf_updates, passthrough_outputs, trace_states
+from safe_tracectx.hooks import cache_reuse, call_grad_mode, faults, fx_outputs, fx_splits, grad_mode_requests, leaf_updates, trace_states
 from safe_tracectx.hooks.pass_values import pair_sides, traces_in
 from safe_tracectx.hooks.preconditions import check_preconditions
 from safe_tracectx.hooks.reporting import explain_failure, internal_error, report_all, run_error, switched_off
@@ -285,7 +285,7 @@ def _found_after(
                 compilation.record_step(trace, run.label, run.qualname, within=None)
         if run.kind == "tracing":  # the interpretation's computation traces: their grad-mode markers are still there
             interpreted = compilation.interpreted(outputs, since=run._first_step, maker=run.qualname)
-            lost = [*compilation.detached(interpreted), *passthrough_outputs.across_traces(interpreted), *grad_mode_requests.unrecorded(compilation, interpreted, run.thunderfx)]
+            lost = [*compilation.detached(interpreted), *grad_mode_requests.unrecorded(compilation, interpreted, run.thunderfx)]
             found += [f for v, t in lost for f in _found_in(run, t, [v])]
             call_grad_mode.watch(compilation, outputs, run.thunderfx)
             leaf_updates.watch(compilation, interpreted, (run.label, run.qualname))

@@ -43,7 +43,7 @@ from safe_tracectx._support.pass_catalog import step_label
 from safe_tracectx.hooks import compilation as compilations
 from safe_tracectx.hooks.backward_calls import guarded_backward
 from safe_tracectx.hooks.gradient_replay import gradients_about_to_run, wrong_gradient_culprit
-from safe_tracectx.hooks.program_updates import first_form, side_of, updates_about_to_run
+from safe_tracectx.hooks.program_updates import first_form, forms_about_to_run, side_of
 from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_all, switched_off
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.dropped_gradients import dropped_gradients
@@ -227,7 +227,7 @@ def _about_to_run(
     found: list[Violation] = []
     if compilations.checked_kind(trace):
         found = compilation.findings(trace, executed=True)[0]
-    found += updates_about_to_run(compilation, trace, function if by_jit else None)
+    found += forms_about_to_run(compilation, trace, function if by_jit else None)
     if function is None:  # interpreted symbol by symbol: no program calls the symbols by their printed names
         found = [v for v in found if v.kind != "generated-code"]
         return found + _handover_about_to_run(compilation, trace)

@@ -60,6 +60,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "gained-requires-grad": BrokenTraceError,
     "cache-entry-reused": BrokenTraceError,
     "output-aliases-input": BrokenTraceError,
+    "output-wrong-value": BrokenTraceError,
 }
 
 

@@ -1,0 +1,164 @@
+"""output-wrong-value: the program about to run returns other values than the trace the interpretation made.
+
+Eager PyTorch is the oracle: each reported program is first run by plain Thunder, whose
+result must differ from eager's (so a Thunder that fixed the bug fails these tests loudly
+rather than leaving the check untested), and each working program must give eager's
+result. Two bugs are made with an executor of the test's own; one is Thunder's
+(docs/findings.md 26): ``glu`` under torch.compile's executor returns ones.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from safe_tracectx import STRICT, BrokenTraceError, use_policy
+from safe_tracectx.hooks import audit, installed
+from safe_tracectx.hooks.output_replay import KIND, program_outputs
+from safe_tracectx.policy import AUDIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import thunder
+    import thunder.torch as ltorch
+    from thunder.executors.torch_compile import torch_compile_ex
+    from thunder.extend import OperatorExecutor
+
+T = torch.Tensor
+
+
+def _wrong_executor(name: str, symbol: Any, fn: Callable[..., T]) -> OperatorExecutor:
+    executor = OperatorExecutor(name, version="1")
+    operator = executor.register_operator(name, like=symbol, fn=fn)
+    executor.register_implementation(symbol, operator)
+    return executor
+
+
+#: sin run as cos: wrong everywhere.
+COSINE = _wrong_executor("test_sin_as_cos", ltorch.sin, torch.cos)
+#: sin right for small values only: wrong only where the call's own values go, never at randn's.
+SMALL_ONLY = _wrong_executor("test_sin_small_only", ltorch.sin, lambda x: torch.where(x.abs() > 50, 0.0, torch.sin(x)))
+
+
+def _ours(log: Any) -> list[Any]:
+    return [v for v in log.to_dict()["violations"] if v["kind"] == KIND]
+
+
+def _sine(x: T) -> T:
+    return x.sin() * 2
+
+
+def test_an_executor_that_computes_another_value_is_refused_before_the_program_runs() -> None:
+    jitted = thunder.jit(_sine, executors=[COSINE, *thunder.get_default_executors()])
+    x = torch.randn(5)
+    assert not torch.allclose(jitted(x), _sine(x)), "the wrong executor no longer changes the value"
+    before, state = x.clone(), torch.random.get_rng_state()
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
+        thunder.jit(_sine, executors=[COSINE, *thunder.get_default_executors()])(x)
+    error = raised.value
+    assert error.kind == KIND
+    assert "returns another" in str(error) and "than the trace the interpretation made" in str(error)
+    assert error.culprit is not None and "_transform_for_operator_executor_execution" in error.culprit[1]
+    assert "executor" in error.fix
+    assert torch.equal(x, before) and x.grad is None and not x.requires_grad
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_a_value_wrong_only_at_the_calls_own_inputs_is_reported() -> None:
+    executors = [SMALL_ONLY, *thunder.get_default_executors()]
+    x = torch.full((4,), 100.0)
+    assert not torch.allclose(thunder.jit(_sine, executors=executors)(x), _sine(x))
+    r = torch.randn(4)
+    assert torch.allclose(thunder.jit(_sine, executors=executors)(r), _sine(r))  # random values never reach 50
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(_sine, executors=executors)(x)
+    assert len(_ours(log)) == 1
+
+
+def _glu(x: T) -> T:
+    return F.glu(x, 0)
+
+
+def test_thunders_glu_under_torch_compiles_executor_is_refused() -> None:
+    """docs/findings.md 26: torch.compile's executor re-executes the region without the names of the symbols nested
+    in glu's sigmoid, so new proxies take them and the region computes (1 + e^-b) / (1 + e^-b)."""
+    x = torch.randn(2, 7)
+    assert torch.allclose(thunder.jit(_glu, executors=[torch_compile_ex])(x), torch.ones(1, 7)), "Thunder fixed glu"
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
+        thunder.jit(_glu, executors=[torch_compile_ex])(x)
+    assert raised.value.kind == KIND
+    assert raised.value.culprit is not None and "TorchCompileExecutor.fusion_pass" in raised.value.culprit[1]
+
+
+def _mlp(x: T, w1: T, w2: T) -> T:
+    return F.gelu(x @ w1) @ w2
+
+
+WORKING: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
+    "mlp": (_mlp, lambda: (torch.randn(8, 16), torch.randn(16, 32), torch.randn(32, 4))),
+    "softmax and layer norm": (lambda x: F.layer_norm(torch.softmax(x, -1), (9,)), lambda: (torch.randn(5, 9),)),
+    "a long sum": (lambda x: (x * 3).sum(), lambda: (torch.randn(100_000),)),
+    "half precision": (lambda x, w: (x @ w).relu(), lambda: (torch.randn(8, 64).half(), torch.randn(64, 8).half())),
+    "integers and bools": (lambda x: (x.argmax(-1), x > 0, (x > 0).sum()), lambda: (torch.randn(4, 5),)),
+    "the input itself and a view": (lambda x: (x, x.t(), x[1:]), lambda: (torch.randn(3, 3),)),
+    "a dtype change": (lambda x: x.to(torch.float64) * 2, lambda: (torch.randn(3),)),
+    "ill-conditioned": (lambda x: F.layer_norm(x, (64,)), lambda: (1e4 + 0.1 * torch.randn(2, 64),)),
+    "requires grad": (_mlp, lambda: (torch.randn(8, 16, requires_grad=True), torch.randn(16, 32, requires_grad=True),
+                                     torch.randn(32, 4))),
+}
+
+
+@pytest.mark.parametrize("fusion", [False, True], ids=["default executors", "torch.compile's executor"])
+@pytest.mark.parametrize("name", list(WORKING))
+def test_a_program_that_returns_eagers_values_is_not_reported(name: str, fusion: bool) -> None:
+    program, make = WORKING[name]
+    args = make()
+    executors = [torch_compile_ex, *thunder.get_default_executors()] if fusion else None
+    for want, got in zip(program_outputs(program(*args)), program_outputs(thunder.jit(program, executors=executors)(*args))):
+        assert torch.allclose(got.double(), want.double(), rtol=1e-2, atol=1e-2), "plain Thunder is not eager here"
+    with installed(), use_policy(STRICT), audit() as log:
+        thunder.jit(program, executors=executors)(*args)
+    assert _ours(log) == []
+
+
+@pytest.mark.parametrize("program", [
+    pytest.param(lambda x: torch.empty(3) * 0 + x.sin(), id="uninitialized memory"),
+    pytest.param(lambda x, i: torch.zeros(4).scatter(0, i, x.sin()), id="scatter with repeated indices"),
+    pytest.param(lambda x, i: F.dropout(x.sin(), 0.5) + i.float().sum(), id="a random op"),
+])
+def test_a_program_two_runs_need_not_agree_on_is_not_judged(program: Callable[..., T]) -> None:
+    executors = [COSINE, *thunder.get_default_executors()]  # wrong, but two runs of the program need not agree
+    args = (torch.randn(3), torch.tensor([0, 0, 1]))[: program.__code__.co_argcount]
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(program, executors=executors)(*args)
+    assert _ours(log) == []
+
+
+def test_a_program_that_updates_its_input_is_left_to_update_wrong_value() -> None:
+    def update(x: T) -> T:
+        x.add_(1)
+        return x.sin()
+
+    x = torch.randn(3)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(update, executors=[COSINE, *thunder.get_default_executors()])(x)
+    assert _ours(log) == []
+
+
+def test_the_check_can_be_switched_off() -> None:
+    x = torch.randn(5)
+    with installed(), use_policy(STRICT.replace(output_wrong_value="off")), audit() as log:
+        thunder.jit(_sine, executors=[COSINE, *thunder.get_default_executors()])(x)
+    assert _ours(log) == []
+
+
+def test_program_outputs_reads_each_form_a_computation_returns() -> None:
+    a, b = torch.ones(1), torch.zeros(1)
+    assert program_outputs((a, b)) == [a, b]
+    assert program_outputs({"output": (a,), "flat_args": [b]}) == [a]
+    assert program_outputs(({"output": a, "flat_args": [b], "flat_output": (a,)}, ((b,), ()))) == [a]
