@@ -75,6 +75,7 @@ TraceCheck = Literal[
     "cache-entry-reused",
     "output-aliases-input",
     "output-wrong-value",
+    "metadata-mismatch",
 ]
 TRACE_CHECKS: Final[tuple[str, ...]] = get_args(TraceCheck)
 
@@ -211,6 +212,10 @@ FIXES: Final[dict[str, str]] = {
     "executor's implementation of a symbol (or a decomposition a fusion compiles) must compute the op's own value, "
     "overflow included; until Thunder is fixed, leave that symbol to the torch executor (thunder.jit(f, "
     "executors=...) without the executor the culprit names) or compute the value another way",
+    "metadata-mismatch": "make the symbol's meta compute the shape and dtype its torch function gives (type "
+    "promotion, indexing, a default dtype), so that the symbols traced after it are traced for the tensor the program "
+    "has; until Thunder is fixed, compute that value another way or make the shape and dtype explicit (`x.to(dtype)`, "
+    "`reshape` by the eager shape)",
     "symbol-outside-trace": "call a symbol only while the trace it records into is active (`with tracectx(trace):`, "
     "or `with scratch_trace():` for a throwaway result); to read a proxy's properties outside a trace, compute them "
     "without a symbol (its shape, `_numel()`), or call the meta function directly (prims.add.meta(a, b))",

@@ -39,23 +39,24 @@ def torch_function(symbol_id: Any) -> Callable[..., Any] | None:
 
 
 @functools.cache
-def _executor() -> Any:
+def _executor(every: bool) -> Any:
     from thunder.extend import OperatorExecutor
 
-    return OperatorExecutor("safe_tracectx_eager_ops", version="1")
+    return OperatorExecutor("safe_tracectx_eager_every_op" if every else "safe_tracectx_eager_ops", version="1")
 
 
-def eager_executor(trace: Any) -> Any | None:
-    """An executor that runs each top-level symbol of ``trace`` the torch executor has no implementation of as the
-    torch function its id names; None when there is no such symbol (the torch executor's reference is eager's)."""
+def eager_executor(trace: Any, *, every: bool = False) -> Any | None:
+    """An executor that runs each top-level symbol of ``trace`` the torch executor has no implementation of (or
+    ``every`` one) as the torch function its id names; None when there is no such symbol (the torch executor's
+    reference is eager's)."""
     from thunder.extend import get_executor
 
     torch_executor = get_executor("torch")
-    executor = _executor()
+    executor = _executor(every)
     found = False
     for bsym in trace.bound_symbols:
         sid = getattr(bsym.sym, "id", None)
-        if torch_executor is None or sid in torch_executor.implmap or getattr(bsym.sym, "is_prim", False):
+        if torch_executor is None or (sid in torch_executor.implmap and not every) or getattr(bsym.sym, "is_prim", False):
             continue
         function = torch_function(sid)
         if function is None:

@@ -4,14 +4,16 @@ Every step after the interpretation (dead-code elimination, fusion, the executor
 implementations, rematerialization, the split's forward) may change what the program
 returns while every name is still defined: only the values tell. So, once the form of the
 program's computation Thunder compiled is about to run, it and the interpretation's
-trace (made executable by Thunder's own ``transform_for_execution`` with the torch and
-Python executors; where that form gives a value that is not finite, with eager's own
-ops first: ``hooks.eager_ops``) are run on the same inputs, the call's own first, and
-each tensor the program returns must be alike: judged against its scale and confirmed
-in float64, as gradients are (``hooks.gradient_compare``); a tensor that shares storage
-with an input is followed back to it (``hooks.passthrough_outputs``). A program that draws random
-numbers, reads memory it never wrote, or updates its inputs (``update-wrong-value``
-replays it) is not judged. Like the other replays, it is this package's own work::
+trace (made executable by Thunder's own ``transform_for_execution``, each symbol run as
+eager's own op where it takes Thunder's arguments: ``hooks.eager_reference``) are run on
+the same inputs, the call's own first, and each tensor the program returns must be alike:
+judged against its scale and confirmed in float64, as gradients are
+(``hooks.gradient_compare``). Where the interpretation's trace run as the torch executor
+runs it already differs from eager's ops, the first symbol that does is charged. A tensor
+that shares storage with an input is followed back to it (``hooks.passthrough_outputs``).
+A program that draws random numbers, reads memory it never wrote, or updates its inputs
+(``update-wrong-value`` replays it) is not judged on its values. Like the other replays,
+it is this package's own work::
 
     >>> import torch, thunder
     >>> from safe_tracectx.hooks.output_replay import wrong_outputs
@@ -30,10 +32,12 @@ import torch
 from thunder.core import pytree
 from thunder.core.proxies import TensorProxy
 
-from safe_tracectx.hooks.eager_ops import eager_executor
+from safe_tracectx.hooks.eager_reference import every_value, first_differing_symbol, wrong_metadata
 from safe_tracectx.hooks.gradient_compare import beyond_rounding, how_far, in_float64, low_precision
 from safe_tracectx.hooks.passthrough_outputs import aliased_outputs
 from safe_tracectx.hooks.replay import draws_random, executable, own_work, random_inputs
+from safe_tracectx.traces.bound_proxies import proxy_outs
+from safe_tracectx.traces.grad_mode import meta_definer
 from safe_tracectx.traces.violations import Violation
 
 __all__ = ["KIND", "program_outputs", "wrong_outputs"]
@@ -56,26 +60,30 @@ def program_outputs(result: Any) -> list[Any]:
 
 def wrong_outputs(program: Any, trace: Any, function: Callable[..., Any] | None,
                   call_inputs: Mapping[str, Any] | None) -> list[Violation]:
-    """Each tensor ``program`` (the interpretation's trace) returns that ``trace`` (a later form of it, run as
-    ``function`` or made executable) returns otherwise, both run on the same inputs (``call_inputs``: the call's own,
-    by name; else random), beyond float32's rounding there; nothing when either cannot be run so."""
-    if draws_random(program) or draws_random(trace) or _undetermined(program):
-        return []
+    """Each tensor ``program`` (the interpretation's trace, its symbols run as eager's own ops) returns that
+    ``trace`` (a later form of it, run as ``function`` or made executable) returns otherwise, both run on the same
+    inputs (``call_inputs``: the call's own, by name; else random), beyond float32's rounding there; and a symbol
+    whose output ``program`` records with another shape or dtype than eager gives it. Nothing when either cannot
+    be run so."""
     names = [str(getattr(a, "name", "")) for a in program.args]
     with torch.random.fork_rng(devices=[]):  # the user's random numbers stay the user's
         inputs = dict(call_inputs) if call_inputs is not None and all(n in call_inputs for n in names) else None
         inputs = inputs if inputs is not None else random_inputs(program)
         if inputs is None:
             return []
-        expected = own_work(_reference, program, inputs)
+        values = own_work(every_value, program, inputs)
+        found = wrong_metadata(program, values) if values is not None else []
+        if draws_random(program) or draws_random(trace) or _undetermined(program):
+            return found
+        expected = _expected(program, values, inputs)
         ran = own_work(_run, trace, function, inputs) if expected is not None else None
         if expected is None or ran is None or len(ran[0]) != len(expected):
-            return []
+            return found
         got, given = ran
         exact: list[list[Any] | None] = []
         low = low_precision(program)
         proxies = program_outputs(_returned(program))
-        found = []
+        wrong = []
         for index, (have, want) in enumerate(zip(got, expected)):
             if not (isinstance(have, torch.Tensor) and isinstance(want, torch.Tensor)):
                 continue
@@ -84,22 +92,42 @@ def wrong_outputs(program: Any, trace: Any, function: Callable[..., Any] | None,
                 how = f"dtype {have.dtype} where eager gives {want.dtype}"
             elif how is not None and bool(torch.isfinite(have).all()):
                 if not exact:
-                    exact.append(own_work(_reference, program, {n: in_float64(v) for n, v in inputs.items()}))
+                    inputs64 = {n: in_float64(v) for n, v in inputs.items()}
+                    exact.append(_expected(program, own_work(every_value, program, inputs64), inputs64))
                 truth = exact[0][index] if exact[0] is not None and index < len(exact[0]) else None
                 how = beyond_rounding(have.to(want.dtype), want, truth if isinstance(truth, torch.Tensor) else None,
                                       low=low, against="eager")
-            if how is None:
-                continue
-            proxy = proxies[index] if index < len(proxies) else None
-            name = proxy.name if isinstance(proxy, TensorProxy) else f"output {index}"
-            found.append(Violation(
-                KIND, name,
-                f"run on the same inputs, the program about to run returns another {name} than the trace the "
-                f"interpretation made does ({how}): the call returns other values than eager PyTorch, silently",
-                f"output {index}",
-            ))
-        found += own_work(aliased_outputs, program, got, given)
+            if how is not None:
+                proxy = proxies[index] if index < len(proxies) else None
+                wrong.append((index, proxy.name if isinstance(proxy, TensorProxy) else f"output {index}", how))
+        found += _charged(program, inputs, wrong) + own_work(aliased_outputs, program, got, given)
     return found
+
+
+def _charged(program: Any, inputs: Mapping[str, Any], wrong: list[tuple[int, str, str]]) -> list[Violation]:
+    """The wrong outputs, charged to the first symbol the interpretation's trace itself already computes otherwise
+    than eager's op, when it does (a decomposition, a meta); else left to the first form that returns them."""
+    at_fault = own_work(first_differing_symbol, program, inputs) if wrong else None
+    said = "" if at_fault is None else (f": the interpretation's trace already computes it otherwise, first at "
+                                        f"{getattr(at_fault.sym, 'name', '?')}, which runs otherwise than eager's "
+                                        f"{at_fault.sym.id}")
+    return [Violation(
+        KIND, name,
+        f"run on the same inputs, the program about to run returns another {name} than the trace the interpretation "
+        f"made does, its symbols run as eager's own ops ({how}): the call returns other values than eager PyTorch, "
+        f"silently{said}",
+        f"output {index}",
+        also=() if at_fault is None else tuple(o.name for o in proxy_outs(at_fault) if isinstance(o, TensorProxy)),
+        culprit=None if at_fault is None else meta_definer(at_fault),
+    ) for index, name, how in wrong]
+
+
+def _expected(program: Any, values: Mapping[str, Any] | None, inputs: Mapping[str, Any]) -> list[Any] | None:
+    """What ``program`` returns, from ``values`` (every tensor it computes, by name) and its ``inputs``."""
+    if values is None:
+        return None
+    return [values.get(p.name, inputs.get(p.name)) if isinstance(p, TensorProxy) else None
+            for p in program_outputs(_returned(program))]
 
 
 def _undetermined(trace: Any) -> bool:
@@ -119,22 +147,9 @@ def _returned(program: Any) -> Any:
         return ()
 
 
-def _reference(program: Any, inputs: Mapping[str, Any]) -> list[Any] | None:
-    """What ``program`` returns run with the torch executor; where a value is not finite there, with eager's own
-    ops first (a decomposition's overflow is not eager's); None if it cannot run."""
-    ran = _run(program, None, inputs)
-    found = ran[0] if ran is not None else None
-    if found is None or all(bool(torch.isfinite(v).all()) for v in found
-                            if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())):
-        return found
-    eager = eager_executor(program)
-    again = _run(program, None, inputs, first=eager) if eager is not None else None
-    return again[0] if again is not None and len(again[0]) == len(found) else found
-
-
-def _run(trace: Any, function: Callable[..., Any] | None, inputs: Mapping[str, Any],
-         first: Any = None) -> tuple[list[Any], dict[str, Any]] | None:
-    """The flat values ``trace`` (run as ``function``, else made executable after ``first``) returns on ``inputs``,
+def _run(trace: Any, function: Callable[..., Any] | None,
+         inputs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]] | None:
+    """The flat values ``trace`` (run as ``function``, else made executable) returns on ``inputs``,
     and the inputs it was given by name (each a copy: nothing of the run reaches the user's tensors or autograd
     graph); None if it cannot run."""
     args = list(getattr(trace, "args", None) or ())
@@ -145,7 +160,7 @@ def _run(trace: Any, function: Callable[..., Any] | None, inputs: Mapping[str, A
     # compile the region again for the user's next call).
     given = [_copy(inputs[n], bool(getattr(a, "requires_grad", False))) for n, a in zip(names, args)]
     try:
-        run = function if function is not None else executable(trace, first=first)
+        run = function if function is not None else executable(trace)
         with torch.no_grad():
             return program_outputs(run(*given)), dict(zip(names, given))
     except Exception:  # noqa: BLE001 - a program that fails on these values, or a form Thunder cannot execute

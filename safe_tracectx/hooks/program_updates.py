@@ -107,7 +107,7 @@ def _program_output_values(
 
 
 #: The kinds the replay of what the program returns reports.
-_REPLAYED: Final = ("output-wrong-value", "output-aliases-input")
+_REPLAYED: Final = ("output-wrong-value", "output-aliases-input", "metadata-mismatch")
 #: For the checks of forms of the program, the check of one form (no backward): its culprit is the first form
 #: that has the violation.
 _forms_check: Final = {

@@ -61,6 +61,7 @@ ERRORS: Final[dict[str, type[TraceContextError]]] = {
     "cache-entry-reused": BrokenTraceError,
     "output-aliases-input": BrokenTraceError,
     "output-wrong-value": BrokenTraceError,
+    "metadata-mismatch": BrokenTraceError,
 }
 
 
