@@ -19,13 +19,18 @@ import torch.nn.functional as F
 
 from safe_tracectx import STRICT, BrokenTraceError, use_policy
 from safe_tracectx.hooks import audit, installed
+from safe_tracectx.hooks.eager_reference import METADATA
 from safe_tracectx.hooks.output_replay import KIND, program_outputs
 from safe_tracectx.policy import AUDIT
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import thunder
+    import thunder.core.jit_ext as jit_ext
     import thunder.torch as ltorch
+    from thunder.core.langctxs import Languages, langctx
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.symbol import Symbol
     from thunder.executors.torch_compile import torch_compile_ex
     from thunder.extend import OperatorExecutor
 
@@ -93,6 +98,56 @@ def test_thunders_glu_under_torch_compiles_executor_is_refused() -> None:
         thunder.jit(_glu, executors=[torch_compile_ex])(x)
     assert raised.value.kind == KIND
     assert raised.value.culprit is not None and "TorchCompileExecutor.fusion_pass" in raised.value.culprit[1]
+
+
+def _divert(monkeypatch: pytest.MonkeyPatch, function: Callable[..., Any], symbol: Symbol) -> None:
+    """``function`` traced as ``symbol``, wrapped as Thunder wraps the lookasides of its torch symbols."""
+    wrapped = jit_ext.record_source_loc_in_symbol_header(symbol)  # type: ignore[no-untyped-call]
+    lookaside = jit_ext.ensure_recursive_proxies(jit_ext.interpreter_needs_wrap(wrapped))  # type: ignore[no-untyped-call,attr-defined]
+    monkeypatch.setitem(jit_ext._general_jit_lookaside_map, function, lookaside)
+
+
+@langctx(Languages.TORCH)
+def _abs_recorded_transposed(a: TensorProxy) -> TensorProxy:
+    return TensorProxy(like=a, shape=tuple(reversed(a.shape)))
+
+
+@langctx(Languages.TORCH)
+def _square_as_doubling(a: TensorProxy) -> TensorProxy:
+    return ltorch.mul(a, 2)
+
+
+def _rows(x: T) -> T:
+    y = torch.abs(x)
+    return y.reshape(y.shape[0], -1)
+
+
+def test_a_meta_that_records_another_shape_than_eager_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The #2258 and #1970 class: the torch executor runs torch.abs ((3, 5)) where the trace says (5, 3), so the
+    reshape after it, traced for the recorded shape, gives the call another shape than eager's."""
+    _divert(monkeypatch, torch.abs, Symbol(name="abs", meta=_abs_recorded_transposed, id="torch.abs", is_prim=False))
+    x = torch.randn(3, 5)
+    assert thunder.jit(_rows)(x).shape == (5, 3) != _rows(x).shape
+    with installed(), use_policy(STRICT), pytest.raises(BrokenTraceError) as raised:
+        thunder.jit(_rows)(x)
+    error = raised.value
+    assert error.kind == METADATA
+    assert "records y as float32[5, 3], but eager PyTorch's torch.abs gives float32[3, 5]" in str(error)
+    assert error.culprit is not None and error.culprit[0] == "_abs_recorded_transposed"
+    assert "meta compute the shape and dtype" in error.fix
+
+
+def test_a_decomposition_that_computes_another_value_is_charged_to_its_symbol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The #2614 and #1751 class: the interpretation's own trace computes it otherwise than eager's op (here a
+    square decomposed as a doubling, which the torch executor runs as it is): charged to the symbol, not a pass."""
+    _divert(monkeypatch, torch.square, Symbol(name="square", meta=_square_as_doubling, id="torch.square", is_prim=False))
+    x = torch.randn(4)
+    assert torch.allclose(thunder.jit(torch.square)(x), x * 2)
+    with audit() as log, use_policy(AUDIT):
+        thunder.jit(torch.square)(x)
+    found = _ours(log)
+    assert len(found) == 1 and "first at square, which runs otherwise than eager's torch.square" in found[0]["message"]
+    assert "_square_as_doubling" in str(found[0]["culprit"])
 
 
 def _mlp(x: T, w1: T, w2: T) -> T:
