@@ -29,33 +29,43 @@ import torch
 from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.hooks.eager_ops import eager_executor
-from safe_tracectx.hooks.replay import executable
+from safe_tracectx.hooks.replay import exact_copy, executable
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import meta_definer
 from safe_tracectx.traces.violations import Violation, bsym_label
 
-__all__ = ["METADATA", "every_value", "first_differing_symbol", "wrong_metadata"]
+__all__ = ["METADATA", "MOST_BYTES", "every_value", "first_differing_symbol", "wrong_metadata"]
 
 METADATA: Final = "metadata-mismatch"
+#: The most the reference keeps of every tensor a program computes at once: beyond it (a large model's
+#: activations), only what the program returns is kept, and only that is judged.
+MOST_BYTES: Final = 512 * 2**20
 
 
 def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) -> dict[str, Any] | None:
-    """Each tensor ``program``'s top-level symbols compute, by name (the last definition of a name), run on copies
-    of ``inputs`` (by name) with eager's own ops first (``eager``), else as the torch executor runs them; None if it
-    cannot run so."""
+    """Each tensor ``program``'s top-level symbols compute, by name (the last definition of a name; only those it
+    returns when all would take more than :data:`MOST_BYTES`), run on ``inputs`` (by name; copies where a symbol writes
+    in place) with eager's own
+    ops first (``eager``), else as the torch executor runs them; None if it cannot run so."""
     from thunder.core.prims import PrimIDs, python_return
     from thunder.core.trace import from_trace
+
+    from safe_tracectx.traces.updated_inputs import writes_in_place
 
     arguments = [str(getattr(a, "name", "")) for a in getattr(program, "args", None) or ()]
     if any(n not in inputs for n in arguments):
         return None
     body = [b for b in program.bound_symbols if getattr(b.sym, "id", None) != PrimIDs.RETURN]
     computed = {o.name: o for b in body for o in proxy_outs(b) if isinstance(o, TensorProxy) and o.name not in arguments}
+    if sum(map(_bytes, computed.values())) > MOST_BYTES:  # what the program returns, then: not every activation
+        computed = {n: p for n, p in computed.items() if n in _returned_names(program)}
     try:
         probe = from_trace(program)
         probe.bound_symbols = [*body, python_return.bind(tuple(computed.values()), output=None)]
         first = eager_executor(program, every=True) if eager else None
-        given = [inputs[n].detach().clone() if isinstance(inputs[n], torch.Tensor) else inputs[n] for n in arguments]
+        writes = any(map(writes_in_place, body))  # (copies only where a symbol might write into what it is given)
+        given = [(exact_copy(inputs[n]) if writes else inputs[n].detach()) if isinstance(inputs[n], torch.Tensor)
+                 else inputs[n] for n in arguments]
         with torch.no_grad():
             values = executable(probe, first=first)(*given)
     except Exception:  # noqa: BLE001 - a program that fails on these values, or a form Thunder cannot execute
@@ -63,6 +73,26 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
     if not isinstance(values, tuple | list) or len(values) != len(computed):
         return None
     return dict(zip(computed, values))
+
+
+def _bytes(proxy: TensorProxy) -> int:
+    from thunder.core.dtypes import to_torch_dtype
+
+    try:
+        dtype = to_torch_dtype(proxy.dtype)
+        return torch.Size(tuple(int(d) for d in proxy.shape)).numel() * (dtype.itemsize if dtype is not None else 8)
+    except (TypeError, ValueError):  # a symbolic shape: counted as large
+        return MOST_BYTES
+
+
+def _returned_names(program: Any) -> set[str]:
+    from thunder.core.pytree import tree_flatten
+
+    try:
+        flat, _ = tree_flatten((program.output,))  # type: ignore[no-untyped-call]
+    except Exception:  # noqa: BLE001 - no return
+        return set()
+    return {p.name for p in flat if isinstance(p, TensorProxy)}
 
 
 def wrong_metadata(program: Any, values: Mapping[str, Any]) -> list[Violation]:

@@ -29,6 +29,7 @@ import torch
 from thunder.core.proxies import Proxy, TensorProxy
 
 from safe_tracectx.hooks.eager_ops import torch_function
+from safe_tracectx.hooks.replay import exact_copy
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import meta_definer
 from safe_tracectx.traces.violations import Violation, bsym_label
@@ -65,7 +66,7 @@ def aliased_outputs(program: Any, outputs: Sequence[Any], given: Mapping[str, An
             continue
         for name, tensor in given.items():
             if isinstance(tensor, torch.Tensor) and shares_storage(value, tensor):
-                copying = _copying_step(program, proxy.name, name)
+                copying = _copying_step(program, proxy.name, name, given)
                 if copying is not None:
                     found.append(_violation(proxy.name, name, *copying))
                 break
@@ -91,7 +92,7 @@ def _returned(program: Any) -> Any:
         return ()
 
 
-def _copying_step(program: Any, returned: str, input_name: str) -> tuple[int, Any] | None:
+def _copying_step(program: Any, returned: str, input_name: str, given: Mapping[str, Any]) -> tuple[int, Any] | None:
     """(index, bound symbol) of the first symbol on ``program``'s path from ``input_name`` back from ``returned`` that
     eager runs into a new storage; None if eager keeps the input's storage all the way, or the path is not judged."""
     depends = _computed_from(program, input_name)
@@ -108,7 +109,7 @@ def _copying_step(program: Any, returned: str, input_name: str) -> tuple[int, An
             return None
         if reads[0] == current and any(reads[0] in _read_by(b) for b in program.bound_symbols[at + 1:-1]):
             return None  # a rebinding of the input's own name that later symbols read: which value is meant is lost
-        fresh = _fresh(bsym, current, reads[0])
+        fresh = _fresh(bsym, current, reads[0], given)
         if fresh is None or fresh:
             return None if fresh is None else (at, bsym)
         current, limit = reads[0], at
@@ -139,15 +140,16 @@ def _computed_from(program: Any, name: str) -> set[str]:
     return found
 
 
-def _fresh(bsym: Any, output: str, argument: str) -> bool | None:
-    """Whether eager's function of ``bsym``, called with its arguments on zero tensors, returns ``output`` in a
-    storage other than ``argument``'s; None when it cannot be called so (no torch function, another signature)."""
+def _fresh(bsym: Any, output: str, argument: str, given: Mapping[str, Any]) -> bool | None:
+    """Whether eager's function of ``bsym``, called with its arguments (copies of the program's inputs ``given``,
+    strides and all: ``contiguous`` of a channels-last input is the input; else zero tensors), returns ``output`` in
+    a storage other than ``argument``'s; None when it cannot be called so (no torch function, another signature)."""
     function = torch_function(getattr(bsym.sym, "id", None))
     if function is None:
         return None
     values: dict[str, torch.Tensor] = {}
     try:
-        args, kwargs = _real(bsym.args, values), _real(bsym.kwargs, values)
+        args, kwargs = _real(bsym.args, values, given), _real(bsym.kwargs, values, given)
         with torch.no_grad():
             result = function(*_without_trailing_defaults(bsym.sym, args), **kwargs)
     except Exception:  # noqa: BLE001 - eager does not take these arguments: not judged
@@ -160,8 +162,9 @@ def _fresh(bsym: Any, output: str, argument: str) -> bool | None:
     return not shares_storage(results[place], values[argument])
 
 
-def _real(value: Any, made: dict[str, torch.Tensor]) -> Any:
-    """``value`` with each tensor proxy a zero tensor of its shape and dtype (the same tensor for the same name)."""
+def _real(value: Any, made: dict[str, torch.Tensor], given: Mapping[str, Any]) -> Any:
+    """``value`` with each tensor proxy a copy of the input ``given`` under its name, else a zero tensor of its shape
+    and dtype (the same tensor for the same name)."""
     from thunder.core.dtypes import to_torch_dtype
 
     if isinstance(value, TensorProxy):
@@ -169,14 +172,16 @@ def _real(value: Any, made: dict[str, torch.Tensor]) -> Any:
             shape = tuple(int(d) for d in value.shape)
             if sum(t.numel() for t in made.values()) + torch.Size(shape).numel() > _MOST_ELEMENTS:
                 raise ValueError("too large to judge")
-            made[value.name] = torch.zeros(shape, dtype=to_torch_dtype(value.dtype), device=str(value.device.type))
+            input_tensor = given.get(value.name)
+            made[value.name] = exact_copy(input_tensor) if isinstance(input_tensor, torch.Tensor) else torch.zeros(
+                shape, dtype=to_torch_dtype(value.dtype), device=str(value.device.type))
         return made[value.name]
     if isinstance(value, Proxy):
         return getattr(value, "value", value)
     if type(value) in (tuple, list):
-        return type(value)(_real(v, made) for v in value)
+        return type(value)(_real(v, made, given) for v in value)
     if type(value) is dict:
-        return {k: _real(v, made) for k, v in value.items()}
+        return {k: _real(v, made, given) for k, v in value.items()}
     return value
 
 

@@ -4,8 +4,8 @@ The interpretation's trace is the program as written; a later form (the trace a 
 makes of it, the split's forward) must still make each update of an input
 (``update-dropped``), with the grad mode it was made in (``update-grad-mode``), and
 leave the same values in the input (``update-wrong-value``, replayed by
-``hooks.replay``); a program that updates none must return the same values
-(``output-wrong-value``, replayed by ``hooks.output_replay``). Each is charged to the
+``hooks.replay``); and it must return the same values (``output-wrong-value``,
+replayed by ``hooks.output_replay``). Each is charged to the
 first step whose form has it::
 
     >>> from safe_tracectx.hooks.program_updates import first_form
@@ -98,9 +98,9 @@ def _program_output_values(
     compilation: compilations.Compilation, trace: Any, function: Callable[..., Any] | None = None
 ) -> list[Violation]:
     """The tensors the program returns that ``trace`` (a form of the program's computation, run as ``function`` or
-    made executable) returns otherwise than the interpretation's trace, both run on the call's own inputs (else
-    random ones); not for a program that updates its inputs (``update-wrong-value`` replays it)."""
-    if compilation.program is None or compilation.updates is None or compilation.updates[1] \
+    made executable) returns otherwise than the interpretation's trace, both run on copies of the call's own inputs
+    (else random ones)."""
+    if compilation.program is None or compilation.updates is None \
             or trace is compilation.program or all(map(switched_off, _REPLAYED)) or not _runs_the_program(compilation, trace):
         return []
     return wrong_outputs(compilation.program, trace, function, call_values(compilation))

@@ -32,7 +32,9 @@ from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["differs", "draws_random", "executable", "own_work", "random_inputs", "wrong_elements", "wrong_update_values"]
+__all__ = [
+    "differs", "draws_random", "exact_copy", "executable", "own_work", "random_inputs", "wrong_elements", "wrong_update_values",
+]
 
 R = TypeVar("R")
 _RANDOM: Final = getattr(OpTags, "RANDOM_OP", None)
@@ -90,6 +92,15 @@ def wrong_update_values(
                 f"input {name}",
             ))
     return found
+
+
+def exact_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of ``tensor`` (detached) with its very strides and offset, gaps and expanded dimensions included (a
+    clone makes those contiguous, and a compiled region guards on strides), over a copy of its whole storage."""
+    detached = tensor.detach()
+    storage = detached.untyped_storage().clone()  # type: ignore[no-untyped-call]
+    return torch.empty(0, dtype=detached.dtype, device=detached.device).set_(
+        storage, detached.storage_offset(), detached.size(), detached.stride())
 
 
 def differs(a: torch.Tensor, b: torch.Tensor) -> bool:
