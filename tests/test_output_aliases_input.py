@@ -205,7 +205,7 @@ def test_the_path_back_from_a_returned_name_is_judged_symbol_by_symbol() -> None
     def judged(*bsyms: Any, returned: Any = a) -> list[str]:
         trace.bound_symbols = [*bsyms, python_return.bind(returned, output=None)]
         printed = str(trace)
-        found = [v.name for v in aliased_outputs(trace, [given["a"]], given)]
+        found = [v.name for v in aliased_outputs(trace, [returned], [given["a"]], given)]
         assert str(trace) == printed  # read, never changed
         return found
 

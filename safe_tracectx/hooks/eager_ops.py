@@ -18,6 +18,7 @@ is never registered with Thunder::
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -86,7 +87,9 @@ def _takes(function: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
         return getattr(value, "value", value) if isinstance(value, Proxy) else value
 
     try:
-        function(*meta(args), **meta(kwargs))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (a call torch refuses may warn first: nll_loss's size_average)
+            function(*meta(args), **meta(kwargs))
     except Exception:  # noqa: BLE001 - not these arguments, or not on meta tensors: the torch executor's form
         return False
     return True

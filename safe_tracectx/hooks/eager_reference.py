@@ -17,11 +17,12 @@ these values (``hooks.output_replay``)::
     >>> program = thunder.last_traces(jitted)[0]
     >>> values = every_value(program, {program.args[0].name: torch.ones(2, 3)})
     >>> sorted(v.shape for v in values.values()), wrong_metadata(program, values)
-    ([torch.Size([2, 3]), torch.Size([3])], [])
+    ([torch.Size([2, 3]), torch.Size([2, 3]), torch.Size([3])], [])
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -43,10 +44,10 @@ MOST_BYTES: Final = 512 * 2**20
 
 
 def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) -> dict[str, Any] | None:
-    """Each tensor ``program``'s top-level symbols compute, by name (the last definition of a name; only those it
-    returns when all would take more than :data:`MOST_BYTES`), run on ``inputs`` (by name; copies where a symbol writes
-    in place) with eager's own
-    ops first (``eager``), else as the torch executor runs them; None if it cannot run so."""
+    """Each tensor ``program``'s top-level symbols compute, and each input as the run leaves it, by name (the last
+    definition of a name; of the computed ones, only those it returns when all would take more than
+    :data:`MOST_BYTES`), run on ``inputs`` (by name; copies where a symbol writes in place) with eager's own ops
+    first (``eager``), else as the torch executor runs them; None if it cannot run so."""
     from thunder.core.prims import PrimIDs, python_return
     from thunder.core.trace import from_trace
 
@@ -66,13 +67,16 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
         writes = any(map(writes_in_place, body))  # (copies only where a symbol might write into what it is given)
         given = [(exact_copy(inputs[n]) if writes else inputs[n].detach()) if isinstance(inputs[n], torch.Tensor)
                  else inputs[n] for n in arguments]
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the program's own warnings are said by its own run, not by this one
             values = executable(probe, first=first)(*given)
     except Exception:  # noqa: BLE001 - a program that fails on these values, or a form Thunder cannot execute
         return None
     if not isinstance(values, tuple | list) or len(values) != len(computed):
         return None
-    return dict(zip(computed, values))
+    # An input the program returns is what the run left in it (`x.add_(1); return x`).
+    inputs_after = {n: v for n, v in zip(arguments, given) if isinstance(v, torch.Tensor)}
+    return {**inputs_after, **dict(zip(computed, values))}
 
 
 def _bytes(proxy: TensorProxy) -> int:

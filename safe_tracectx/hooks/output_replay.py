@@ -101,7 +101,7 @@ def wrong_outputs(program: Any, trace: Any, function: Callable[..., Any] | None,
             if how is not None:
                 proxy = proxies[index] if index < len(proxies) else None
                 wrong.append((index, proxy.name if isinstance(proxy, TensorProxy) else f"output {index}", how))
-        found += _charged(program, inputs, wrong) + own_work(aliased_outputs, program, got, given)
+        found += _charged(program, inputs, wrong) + own_work(aliased_outputs, program, proxies, got, given)
     return found
 
 

@@ -22,6 +22,7 @@ take with Thunder's arguments, is not judged; a symbol that rebinds its input's 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -53,13 +54,11 @@ def shares_storage(result: Any, given: torch.Tensor) -> bool:
     return bool(result.untyped_storage()._cdata == given.untyped_storage()._cdata)
 
 
-def aliased_outputs(program: Any, outputs: Sequence[Any], given: Mapping[str, Any]) -> list[Violation]:
+def aliased_outputs(program: Any, proxies: Sequence[Any], outputs: Sequence[Any],
+                    given: Mapping[str, Any]) -> list[Violation]:
     """Each of ``outputs`` (what a form of ``program``, the interpretation's trace, returned when run on ``given``,
-    its inputs by name) that shares storage with an input, where eager PyTorch's result along ``program``'s path from
-    that input to the returned name does not."""
-    from safe_tracectx.hooks.output_replay import program_outputs
-
-    proxies = program_outputs(_returned(program))
+    its inputs by name, in the places of ``proxies``, what ``program`` returns) that shares storage with an input,
+    where eager PyTorch's result along ``program``'s path from that input to the returned name does not."""
     found: list[Violation] = []
     for index, (value, proxy) in enumerate(zip(outputs, proxies)):
         if not isinstance(value, torch.Tensor) or not isinstance(proxy, TensorProxy):
@@ -83,13 +82,6 @@ def _violation(returned: str, input_name: str, at: int, bsym: Any) -> Violation:
         also=(input_name,),
         culprit=meta_definer(bsym),
     )
-
-
-def _returned(program: Any) -> Any:
-    try:
-        return program.output
-    except Exception:  # noqa: BLE001 - no return: nothing is handed on
-        return ()
 
 
 def _copying_step(program: Any, returned: str, input_name: str, given: Mapping[str, Any]) -> tuple[int, Any] | None:
@@ -150,7 +142,8 @@ def _fresh(bsym: Any, output: str, argument: str, given: Mapping[str, Any]) -> b
     values: dict[str, torch.Tensor] = {}
     try:
         args, kwargs = _real(bsym.args, values, given), _real(bsym.kwargs, values, given)
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             result = function(*_without_trailing_defaults(bsym.sym, args), **kwargs)
     except Exception:  # noqa: BLE001 - eager does not take these arguments: not judged
         return None
