@@ -54,8 +54,10 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
     from safe_tracectx.traces.updated_inputs import writes_in_place
 
     arguments = [str(getattr(a, "name", "")) for a in getattr(program, "args", None) or ()]
-    if any(n not in inputs for n in arguments):
-        return None
+    if any(n not in inputs for n in arguments) or any(getattr(b.sym, "executor", None) is not None
+                                                      for b in program.bound_symbols):
+        return None  # (an executor's own operator, called by the program: eager has no op for it, and binding it
+        # again may have effects of its own, a stateful executor's state)
     body = [b for b in program.bound_symbols if getattr(b.sym, "id", None) != PrimIDs.RETURN]
     computed = {o.name: o for b in body for o in proxy_outs(b) if isinstance(o, TensorProxy) and o.name not in arguments}
     if sum(map(_bytes, computed.values())) > MOST_BYTES:  # what the program returns, then: not every activation
@@ -65,8 +67,9 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
         probe.bound_symbols = [*body, python_return.bind(tuple(computed.values()), output=None)]
         first = eager_executor(program, every=True) if eager else None
         writes = any(map(writes_in_place, body))  # (copies only where a symbol might write into what it is given)
-        given = [(exact_copy(inputs[n]) if writes else inputs[n].detach()) if isinstance(inputs[n], torch.Tensor)
-                 else inputs[n] for n in arguments]
+        storages: dict[int, Any] = {}
+        given = [(exact_copy(inputs[n], storages) if writes else inputs[n].detach())
+                 if isinstance(inputs[n], torch.Tensor) else inputs[n] for n in arguments]
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the program's own warnings are said by its own run, not by this one
             values = executable(probe, first=first)(*given)

@@ -197,7 +197,8 @@ def _run(trace: Any, function: Callable[..., Any] | None,
         return None
     # A fusion's compiled region sees the flags the call's tensors had (torch.compile guards on them, and would
     # compile the region again for the user's next call).
-    given = [_copy(inputs[n], bool(getattr(a, "requires_grad", False))) for n, a in zip(names, args)]
+    storages: dict[int, Any] = {}
+    given = [_copy(inputs[n], bool(getattr(a, "requires_grad", False)), storages) for n, a in zip(names, args)]
     try:
         run = function if function is not None else executable(trace)
         with torch.no_grad():
@@ -206,8 +207,8 @@ def _run(trace: Any, function: Callable[..., Any] | None,
         return None
 
 
-def _copy(value: Any, requires_grad: bool) -> Any:
+def _copy(value: Any, requires_grad: bool, storages: dict[int, Any]) -> Any:
     if not isinstance(value, torch.Tensor):
         return value
-    copy = exact_copy(value)  # the very strides: a compiled region guards on them
+    copy = exact_copy(value, storages)  # the very strides: a compiled region guards on them
     return copy.requires_grad_() if requires_grad and (copy.is_floating_point() or copy.is_complex()) else copy

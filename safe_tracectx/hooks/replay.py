@@ -94,11 +94,17 @@ def wrong_update_values(
     return found
 
 
-def exact_copy(tensor: torch.Tensor) -> torch.Tensor:
+def exact_copy(tensor: torch.Tensor, storages: dict[int, Any] | None = None) -> torch.Tensor:
     """A copy of ``tensor`` (detached) with its very strides and offset, gaps and expanded dimensions included (a
-    clone makes those contiguous, and a compiled region guards on strides), over a copy of its whole storage."""
+    clone makes those contiguous, and a compiled region guards on strides), over a copy of its whole storage: one
+    copy per storage in ``storages`` (by the original's identity), so that inputs that share storage at the call
+    share the copy (a program compiled for ``x`` and ``x.unsqueeze(1)`` sees an update of one in the other)."""
     detached = tensor.detach()
-    storage = detached.untyped_storage().clone()  # type: ignore[no-untyped-call]
+    original = detached.untyped_storage()
+    storages = {} if storages is None else storages
+    storage = storages.get(original._cdata)
+    if storage is None:
+        storage = storages[original._cdata] = original.clone()  # type: ignore[no-untyped-call]
     return torch.empty(0, dtype=detached.dtype, device=detached.device).set_(
         storage, detached.storage_offset(), detached.size(), detached.stride())
 
