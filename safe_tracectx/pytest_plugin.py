@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final

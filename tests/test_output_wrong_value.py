@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from safe_tracectx import STRICT, BrokenTraceError, use_policy
 from safe_tracectx.hooks import audit, installed
 from safe_tracectx.hooks.eager_reference import METADATA
-from safe_tracectx.hooks.output_replay import KIND, program_outputs
+from safe_tracectx.hooks.output_replay import KIND
+from safe_tracectx.traces.returns import handed_to_caller
 from safe_tracectx.policy import AUDIT
 
 with warnings.catch_warnings():
@@ -174,7 +175,7 @@ def test_a_program_that_returns_eagers_values_is_not_reported(name: str, fusion:
     program, make = WORKING[name]
     args = make()
     executors = [torch_compile_ex, *thunder.get_default_executors()] if fusion else None
-    for want, got in zip(program_outputs(program(*args)), program_outputs(thunder.jit(program, executors=executors)(*args))):
+    for want, got in zip(handed_to_caller(program(*args)), handed_to_caller(thunder.jit(program, executors=executors)(*args))):
         assert torch.allclose(got.double(), want.double(), rtol=1e-2, atol=1e-2), "plain Thunder is not eager here"
     with installed(), use_policy(STRICT), audit() as log:
         thunder.jit(program, executors=executors)(*args)
@@ -229,9 +230,9 @@ def test_the_check_can_be_switched_off() -> None:
 
 def test_program_outputs_reads_each_form_a_computation_returns() -> None:
     a, b = torch.ones(1), torch.zeros(1)
-    assert program_outputs((a, b)) == [a, b]
-    assert program_outputs({"output": (a,), "flat_args": [b]}) == [a]
-    assert program_outputs(({"output": a, "flat_args": [b], "flat_output": (a,)}, ((b,), ()))) == [a]
+    assert handed_to_caller((a, b)) == [a, b]
+    assert handed_to_caller({"output": (a,), "flat_args": [b]}) == [a]
+    assert handed_to_caller(({"output": a, "flat_args": [b], "flat_output": (a,)}, ((b,), ()))) == [a]
 
 
 def _centred_rows(x: T) -> T:

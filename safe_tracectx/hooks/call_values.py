@@ -24,12 +24,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.hooks.replay import own_work
 from safe_tracectx.traces.call_inputs import call_storages, unpacked
+from safe_tracectx.traces.returns import return_args
 
 __all__ = ["call_values"]
 
@@ -103,12 +103,12 @@ def _reads_only_containers(prologue: Any, call: tuple[tuple[Any, ...], dict[str,
 
 def _unpack(prologue: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> dict[str, Any] | None:
     """What ``prologue`` returns for ``call``, by the names its return statement gives the values."""
-    returns = [b for b in prologue.bound_symbols if getattr(b.sym, "id", None) == PrimIDs.RETURN]
-    if not returns:
+    returned = return_args(prologue)
+    if returned is None:
         return None
     with torch.no_grad():
         result = prologue.python_callable(include_decorators=False)(*call[0], **call[1])
-    names = tree_flatten(returns[-1].args)[0]  # type: ignore[no-untyped-call]
+    names = tree_flatten(returned)[0]  # type: ignore[no-untyped-call]
     values = tree_flatten((result,))[0]  # type: ignore[no-untyped-call]
     if len(names) != len(values):
         return None

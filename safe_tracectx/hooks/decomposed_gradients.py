@@ -38,6 +38,7 @@ from safe_tracectx.hooks.gradient_compare import beyond_rounding, floating, in_f
 from safe_tracectx.hooks.replay import executable
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import tensor_outs
+from safe_tracectx.traces.returns import body as returns_body, is_return
 from safe_tracectx.traces.violations import bsym_label
 
 __all__ = ["Decomposed", "decomposition_at_fault", "decompositions_at_fault", "describe"]
@@ -119,7 +120,7 @@ def _reaching_outputs(program: Any) -> set[str]:
     floating results: a gradient reaches them (a comparison's boolean result stops it)."""
     reaching: set[str] = set()
     for bsym in reversed(program.bound_symbols):
-        if bsym.sym.id in (prims.PrimIDs.RETURN, "python_return"):
+        if is_return(bsym):
             reaching |= {p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy) and floating(p)}
         elif {p.name for p in tensor_outs(bsym) if floating(p)} & reaching:
             reaching |= {p.name for p in proxy_args(bsym) if isinstance(p, TensorProxy) and floating(p)}
@@ -171,7 +172,7 @@ def _region(program: Any, args: list[Any], bsyms: list[Any], returned: Any) -> A
 
 def _values_at(program: Any, inputs: Mapping[str, Any], needed: list[Any]) -> dict[str, Any]:
     """The value of each proxy of ``needed`` when ``program`` runs on ``inputs``."""
-    body = [b for b in program.bound_symbols if b.sym.id not in (prims.PrimIDs.RETURN, "python_return")]
+    body = returns_body(program)
     prefix = _region(program, list(program.args), body, tuple(needed))
     with torch.no_grad(), torch.autocast("cpu", enabled=False):
         result = executable(prefix, decorated=False)(*[inputs[a.name] for a in program.args])

@@ -31,6 +31,7 @@ from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.hooks.eager_ops import eager_executor
 from safe_tracectx.hooks.replay import exact_copy, executable
+from safe_tracectx.traces import returns
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import meta_definer
 from safe_tracectx.traces.violations import Violation, bsym_label
@@ -48,7 +49,7 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
     definition of a name; of the computed ones, only those it returns when all would take more than
     :data:`MOST_BYTES`), run on ``inputs`` (by name; copies where a symbol writes in place) with eager's own ops
     first (``eager``), else as the torch executor runs them; None if it cannot run so."""
-    from thunder.core.prims import PrimIDs, python_return
+    from thunder.core.prims import python_return
     from thunder.core.trace import from_trace
 
     from safe_tracectx.traces.updated_inputs import writes_in_place
@@ -58,10 +59,10 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
                                                       for b in program.bound_symbols):
         return None  # (an executor's own operator, called by the program: eager has no op for it, and binding it
         # again may have effects of its own, a stateful executor's state)
-    body = [b for b in program.bound_symbols if getattr(b.sym, "id", None) != PrimIDs.RETURN]
+    body = returns.body(program)
     computed = {o.name: o for b in body for o in proxy_outs(b) if isinstance(o, TensorProxy) and o.name not in arguments}
     if sum(map(_bytes, computed.values())) > MOST_BYTES:  # what the program returns, then: not every activation
-        computed = {n: p for n, p in computed.items() if n in _returned_names(program)}
+        computed = {n: p for n, p in computed.items() if n in returns.returned_tensor_names(program)}
     try:
         probe = from_trace(program)
         probe.bound_symbols = [*body, python_return.bind(tuple(computed.values()), output=None)]
@@ -90,16 +91,6 @@ def _bytes(proxy: TensorProxy) -> int:
         return torch.Size(tuple(int(d) for d in proxy.shape)).numel() * (dtype.itemsize if dtype is not None else 8)
     except (TypeError, ValueError):  # a symbolic shape: counted as large
         return MOST_BYTES
-
-
-def _returned_names(program: Any) -> set[str]:
-    from thunder.core.pytree import tree_flatten
-
-    try:
-        flat, _ = tree_flatten((program.output,))  # type: ignore[no-untyped-call]
-    except Exception:  # noqa: BLE001 - no return
-        return set()
-    return {p.name for p in flat if isinstance(p, TensorProxy)}
 
 
 def wrong_metadata(program: Any, values: Mapping[str, Any]) -> list[Violation]:

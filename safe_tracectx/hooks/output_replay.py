@@ -26,10 +26,9 @@ it is this package's own work::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import torch
-from thunder.core import pytree
 from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.hooks.eager_reference import every_value, first_differing_symbol, wrong_metadata
@@ -38,24 +37,14 @@ from safe_tracectx.hooks.passthrough_outputs import aliased_outputs
 from safe_tracectx.hooks.replay import BUDGET_BYTES, draws_random, exact_copy, executable, own_work, random_inputs
 from safe_tracectx.traces.bound_proxies import proxy_outs
 from safe_tracectx.traces.grad_mode import meta_definer
+from safe_tracectx.traces.returns import handed_to_caller, returned
 from safe_tracectx.traces.violations import Violation
 
-__all__ = ["KIND", "program_outputs", "wrong_outputs"]
+__all__ = ["KIND", "wrong_outputs"]
 
 KIND: Final = "output-wrong-value"
 #: Words in the names of symbols whose values two runs on the same inputs need not share.
 _UNDETERMINED: Final = ("empty", "scatter", "index_put", "index_copy", "put_")
-_flatten: Final = cast(Callable[[Any], tuple[list[Any], Any]], pytree.tree_flatten)
-
-
-def program_outputs(result: Any) -> list[Any]:
-    """The flat values a computation hands its caller, whatever its form returns: the output itself, Thunder's
-    ``{"output": ..., "flat_args": ...}``, or a split forward's ``(that, saved for backward)``."""
-    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], dict) and "output" in result[0]:
-        result = result[0]
-    if isinstance(result, dict) and "output" in result:
-        result = result["output"]
-    return _flatten((result,))[0]  # (Thunder's flattening takes no bare tensor)
 
 
 def wrong_outputs(program: Any, trace: Any, function: Callable[..., Any] | None,
@@ -75,19 +64,19 @@ def wrong_outputs(program: Any, trace: Any, function: Callable[..., Any] | None,
         found = wrong_metadata(program, values) if values is not None else []
         if draws_random(program) or draws_random(trace) or _undetermined(program):
             return found
-        expected = _expected(program, values, inputs)
+        proxies = returned(program) or []
+        expected = _expected(proxies, values, inputs)
         ran = own_work(_run, trace, function, inputs) if expected is not None else None
         if expected is None or ran is None or len(ran[0]) != len(expected):
             return found
         got, given = ran
         low = low_precision(program)
-        proxies = program_outputs(_returned(program))
         references: dict[str, list[Any] | None] = {}  # in float64, and on inputs moved by a few ulps: made once
 
         def reference(kind: str) -> list[Any] | None:
             if kind not in references:
                 moved = {n: (in_float64 if kind == "exact" else _moved)(v) for n, v in inputs.items()}
-                references[kind] = _expected(program, own_work(every_value, program, moved), moved)
+                references[kind] = _expected(proxies, own_work(every_value, program, moved), moved)
             return references[kind]
 
         wrong = []
@@ -163,12 +152,13 @@ def _charged(program: Any, inputs: Mapping[str, Any], wrong: list[tuple[int, str
     ) for index, name, how in wrong]
 
 
-def _expected(program: Any, values: Mapping[str, Any] | None, inputs: Mapping[str, Any]) -> list[Any] | None:
-    """What ``program`` returns, from ``values`` (every tensor it computes, by name) and its ``inputs``."""
+def _expected(proxies: list[Any], values: Mapping[str, Any] | None, inputs: Mapping[str, Any]) -> list[Any] | None:
+    """The values of ``proxies`` (what a program returns), from ``values`` (every tensor it computes, by name) and
+    its ``inputs``."""
     if values is None:
         return None
     return [values.get(p.name, inputs.get(p.name)) if isinstance(p, TensorProxy) else None
-            for p in program_outputs(_returned(program))]
+            for p in proxies]
 
 
 def _undetermined(trace: Any) -> bool:
@@ -177,13 +167,6 @@ def _undetermined(trace: Any) -> bool:
     ``index_copy`` with repeated indices, which the random integer inputs, 0 or 1, make). Inside a symbol, such a
     part is the symbol's own business (``one_hot``'s scatter, ``to(copy=True)``'s empty, which it fills)."""
     return any(word in str(getattr(b.sym, "name", "")).lower() for b in trace.bound_symbols for word in _UNDETERMINED)
-
-
-def _returned(program: Any) -> Any:
-    try:
-        return program.output
-    except Exception:  # noqa: BLE001 - no return: nothing is handed on
-        return ()
 
 
 def _run(trace: Any, function: Callable[..., Any] | None,
@@ -202,7 +185,7 @@ def _run(trace: Any, function: Callable[..., Any] | None,
     try:
         run = function if function is not None else executable(trace)
         with torch.no_grad():
-            return program_outputs(run(*given)), dict(zip(names, given))
+            return handed_to_caller(run(*given)), dict(zip(names, given))
     except Exception:  # noqa: BLE001 - a program that fails on these values, or a form Thunder cannot execute
         return None
 

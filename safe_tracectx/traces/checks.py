@@ -47,6 +47,7 @@ from safe_tracectx.traces.handover import check_forward_backward, check_handover
 from safe_tracectx.traces.lazy_gradients import describe as describe_lazy_read, lazy_sum_reads
 from safe_tracectx.traces.printing import unprintable
 from safe_tracectx.traces.program import Program, signature_name, signature_names
+from safe_tracectx.traces.returns import is_return
 from safe_tracectx.traces.decomposition import check_decomposition, made_for_another
 from safe_tracectx.traces.swaps import made_for_another_tensor, other_tensor
 from safe_tracectx.traces.violations import KINDS, Violation, ViolationKind, bsym_label
@@ -152,7 +153,7 @@ def trace_findings(
                     index,
                     # A trace on its way may return a name it declared (registered) for a later pass to define
                     # (the gradients before the grad transform): a note until the trace is about to run.
-                    note=gone is None and name in registered and program.is_return(bsym),
+                    note=gone is None and name in registered and is_return(bsym),
                 )
             if look_for_traceless or name not in registered:
                 registration(proxy, name, index)

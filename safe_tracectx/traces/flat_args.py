@@ -25,16 +25,15 @@ require_thunder("safe_tracectx.traces.flat_args")
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.call_inputs import Region
+from safe_tracectx.traces.returns import return_args
 
 __all__ = ["FlatArgsMismatch", "flat_args_mismatches", "return_flat_args"]
 
-_RETURN: Final = PrimIDs.RETURN
 _ALIAS_FIX: Final = (
     "replace an input only by one that is the same elements in the call (itself, or a reshape of it): Thunder's "
     "alias groups (cache_info['alias_tensor_indices']) are positions in the call's flattened (args, kwargs), not in "
@@ -54,10 +53,10 @@ class FlatArgsMismatch(NamedTuple):
 
 def return_flat_args(trace: Any) -> list[Any] | None:
     """The ``flat_args`` of ``trace``'s return (a computation trace's, or a forward's), if it has them."""
-    bsyms = trace.bound_symbols
-    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
+    args = return_args(trace)
+    if not args:
         return None
-    first = bsyms[-1].args[0]
+    first = args[0]
     if isinstance(first, tuple | list) and first and isinstance(first[0], dict):
         first = first[0]  # a forward's (its return value, what it saves for the backward)
     flat = first.get("flat_args") if isinstance(first, dict) else None

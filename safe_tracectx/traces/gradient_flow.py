@@ -24,17 +24,16 @@ from typing import Any, Final
 from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
-from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import MARKER, detached, marker_mode, tensor_outs, written
+from safe_tracectx.traces.returns import returned
 
 __all__ = [
-    "differentiated", "floating", "gradient_reads", "gradient_walk", "own_backward", "returned", "returned_reach",
+    "differentiated", "floating", "gradient_reads", "gradient_walk", "own_backward", "returned_reach",
     "storages", "thunder_modes",
 ]
 
-_RETURN: Final = PrimIDs.RETURN
 #: ``prims.update_aliases`` (Thunder >= 0.2.4): its grad rule gives each output's gradient to the input at its place.
 _UPDATE_ALIASES: Final = getattr(PrimIDs, "UPDATE_ALIASES", None)
 #: What a gradient does not flow through: ``detach``, and the prims whose gradient is zero.
@@ -177,19 +176,6 @@ def handed_on(bsym: Any) -> list[tuple[Any, Any]]:
     given = bsym.args[0] if bsym.args and isinstance(bsym.args[0], tuple | list) else ()
     outs = bsym.output if isinstance(bsym.output, tuple | list) else ()
     return [(p, out) for p, out in zip(given, outs) if isinstance(p, TensorProxy) and isinstance(out, TensorProxy)]
-
-
-def returned(trace: Any) -> list[Any] | None:
-    """The flat values ``trace`` returns to the caller (its ``'output'`` when it returns a dict); None if it does
-    not end in a return."""
-    bsyms = trace.bound_symbols
-    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
-        return None
-    value = bsyms[-1].args[0] if bsyms[-1].args else None
-    if isinstance(value, dict) and "output" in value:
-        value = value["output"]
-    flat, _ = tree_flatten(value)  # type: ignore[no-untyped-call]
-    return list(flat)
 
 
 def floating(proxy: Any) -> bool:

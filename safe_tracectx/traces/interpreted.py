@@ -31,6 +31,7 @@ from thunder.core.pytree import tree_flatten
 
 from safe_tracectx._support.labels import describe_trace
 from safe_tracectx.traces.bound_proxies import proxy_outs
+from safe_tracectx.traces.returns import return_symbol, return_value
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["unbound_returned_tensors"]
@@ -63,11 +64,9 @@ def _made_by(trace: Any, name: str) -> tuple[int, Any] | None:
 
 def unbound_returned_tensors(trace: Any, env: dict[Any, Any]) -> list[Violation]:
     """The tensors ``trace`` returns that its interpretation (``env``: name to value) bound to None."""
-    try:
-        output = trace.output
-    except Exception:  # noqa: BLE001 - no return (Thunder asserts one): the interpretation returned nothing either
+    if return_symbol(trace) is None:  # no return (Thunder asserts one): the interpretation returned nothing either
         return []
-    flat, _ = tree_flatten(output)  # type: ignore[no-untyped-call]
+    flat, _ = tree_flatten(return_value(trace))  # type: ignore[no-untyped-call]
     found: list[Violation] = []
     returned = {p.name: p for p in reversed(flat) if isinstance(p, TensorProxy)}  # proxies are not hashable
     for proxy in reversed(returned.values()):

@@ -22,6 +22,7 @@ from thunder.core.proxies import Proxy
 from thunder.core.pytree import tree_flatten
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.returns import return_args
 from safe_tracectx.traces.violations import ViolationKind, bsym_label
 
 __all__ = [
@@ -29,7 +30,6 @@ __all__ = [
     "updates_in_place",
 ]
 
-_RETURN: Final = PrimIDs.RETURN
 _COPY: Final = PrimIDs.COPY_
 # BoundSymbolTag.BACKWARD (Thunder >= 0.2.4) marks the backward's symbols of a joint trace
 _BACKWARD_TAG: Final = getattr(getattr(_symbol, "BoundSymbolTag", None), "BACKWARD", None)
@@ -87,18 +87,14 @@ def findings(trace: Any, *, executed: bool = False) -> list[JointFinding]:
 
 def is_joint(trace: Any) -> bool:
     """A joint forward-backward trace: the grad transform's, whose return holds ``fw_flat_out``."""
-    bsyms = trace.bound_symbols
-    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
-        return False
-    info = bsyms[-1].args[0]
+    args = return_args(trace)
+    info = args[0] if args else None
     return isinstance(info, dict) and "fw_flat_out" in info
 
 def _split_info(trace: Any) -> dict[str, Any] | None:
     """The return's information of a joint trace (``fw_flat_out``, or ``grad_flat_args`` before Thunder #2147)."""
-    bsyms = trace.bound_symbols
-    if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN or not bsyms[-1].args:
-        return None
-    info = bsyms[-1].args[0]
+    args = return_args(trace)
+    info = args[0] if args else None
     return info if isinstance(info, dict) and ("fw_flat_out" in info or "grad_flat_args" in info) else None
 
 

@@ -32,6 +32,7 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
+from safe_tracectx.traces.returns import return_args
 from safe_tracectx.traces.swaps import is_elementwise, on_cpu, tensor_metadata
 
 __all__ = ["LazyRead", "describe", "lazy_sum_reads"]
@@ -160,10 +161,8 @@ def lazy_sum_reads(trace: Any) -> list[LazyRead]:
 def _returned_sums(trace: Any, lazy: dict[str, tuple[int, ...]], zeros: set[str]) -> list[LazyRead]:
     """The gradient the joint trace returns for a 0-dim CPU input, full shape (torch autograd sums it back): made
     by adding a 0-dim value to a full-shape one, that value counts once per element of the sum."""
-    if not trace.bound_symbols:
-        return []
-    returned = trace.bound_symbols[-1]
-    result = returned.args[0] if returned.sym.id == PrimIDs.RETURN and returned.args else None
+    args = return_args(trace)
+    result = args[0] if args else None
     if not isinstance(result, dict) or not isinstance(result.get("output"), tuple | list):
         return []
     grads, inputs = result["output"], result.get("flat_args")

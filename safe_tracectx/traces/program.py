@@ -29,10 +29,10 @@ from thunder.core.symbol import default_python_printer
 from safe_tracectx.traces import joint
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.flat_args import return_flat_args
+from safe_tracectx.traces.returns import is_return, return_args
 
 __all__ = ["Program", "signature_name", "signature_names"]
 
-_RETURN: Final = PrimIDs.RETURN
 _DEL: Final = PrimIDs.DEL
 _UNPACK_SEQUENCE: Final = PrimIDs.UNPACK_SEQUENCE
 _KEEP: Final = frozenset({OpTags.DONT_DCE})
@@ -106,7 +106,7 @@ class Program:
             names = set(self.parameters)
             for bsym in self.trace.bound_symbols:
                 names.update(p.name for p in proxy_outs(bsym))
-                if not self.is_return(bsym):
+                if not is_return(bsym):
                     names.update(p.name for p in proxy_args(bsym))
             self._assigned = frozenset(names)
         return self._assigned
@@ -122,11 +122,6 @@ class Program:
         """True for ``del a, b`` (Thunder's ``python_del``): the names it reads end there."""
         return getattr(bsym.sym, "id", None) == _DEL
 
-    @staticmethod
-    def is_return(bsym: Any) -> bool:
-        """True for the trace's return statement."""
-        return getattr(bsym.sym, "id", None) == _RETURN
-
     def dead_indices(self) -> set[int]:
         """Indices of the top-level bound symbols Thunder's dead-code elimination removes.
 
@@ -135,7 +130,7 @@ class Program:
         A trace without a return statement is not a whole program: none of it is dead.
         """
         bsyms = self.trace.bound_symbols
-        if not any(getattr(b.sym, "id", None) == _RETURN for b in bsyms):
+        if not any(map(is_return, bsyms)):
             return set()  # not a whole program yet (no return): nothing is dead, everything counts
         # As Thunder's ``producers``: a bound symbol that reads a name is not its producer.
         produced = {p.name for b in bsyms for p in _produces(b)}
@@ -143,7 +138,7 @@ class Program:
         dead: set[int] = set()
         for index in range(len(bsyms) - 1, -1, -1):
             bsym = bsyms[index]
-            keep = getattr(bsym.sym, "id", None) == _RETURN or _has_keep_tag(bsym)
+            keep = is_return(bsym) or _has_keep_tag(bsym)
             if not keep:
                 made = {p.name for p in _produces(bsym)}
                 # A needed output that nothing produces: Thunder's DCE fails on it (KeyError), removing nothing.
@@ -209,10 +204,9 @@ class Program:
 
     def saved_parts(self) -> tuple[Any, ...] | None:
         """The collections a forward trace returns for its backward, as the trace holds them (lists or tuples)."""
-        bsyms = self.trace.bound_symbols
-        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
+        args = return_args(self.trace)
+        if args is None:
             return None
-        args = bsyms[-1].args
         if len(args) == 1 and isinstance(args[0], tuple | list) and len(args[0]) == 2:
             args = tuple(args[0])
         if len(args) != 2 or not isinstance(args[1], tuple | list):
@@ -232,11 +226,8 @@ class Program:
 
     def gradients(self) -> list[Any] | None:
         """What a backward trace returns: one gradient (or None) per flat input of its forward."""
-        bsyms = self.trace.bound_symbols
-        if not bsyms or getattr(bsyms[-1].sym, "id", None) != _RETURN:
-            return None
-        args = bsyms[-1].args
-        if len(args) == 1 and isinstance(args[0], tuple | list):
+        args = return_args(self.trace)
+        if args is not None and len(args) == 1 and isinstance(args[0], tuple | list):
             return list(args[0])
         return None
 

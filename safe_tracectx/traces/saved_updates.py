@@ -34,6 +34,7 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.grad_mode import tensor_outs, written
 from safe_tracectx.traces.gradient_flow import handed_on
 from safe_tracectx.traces.program import Program
+from safe_tracectx.traces.returns import is_return
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["updated_after_saving"]
@@ -104,7 +105,7 @@ def _values_read(bw: Any) -> set[str]:
     reaching: set[str] = set()
     for bsym in reversed(bw.bound_symbols):
         name = getattr(bsym.sym, "name", "")
-        if name in ("python_return", "return"):
+        if is_return(bsym):
             reaching.update(p.name for p in proxy_args(bsym))
         elif name not in _NOT_READING:
             outs = {p.name for p in proxy_outs(bsym)}

@@ -37,7 +37,8 @@ from thunder.core.proxies import TensorProxy
 
 from safe_tracectx.traces.bound_proxies import proxy_args
 from safe_tracectx.traces.grad_mode import needing_inputs, tensor_outs, written
-from safe_tracectx.traces.gradient_flow import differentiated, floating, gradient_reads, handed_on, returned
+from safe_tracectx.traces.gradient_flow import differentiated, floating, gradient_reads, handed_on
+from safe_tracectx.traces.returns import is_return, returned
 from safe_tracectx.traces.violations import Violation, bsym_label
 from safe_tracectx.traces.views import SEVERAL_VIEWS, changes_nothing, covering, takes_view
 
@@ -45,7 +46,6 @@ __all__ = ["skipped_updates"]
 
 #: ``prims.update_aliases`` (Thunder >= 0.2.4; before it, functionalization made no aliases to hand on).
 _UPDATE_ALIASES: Final = getattr(PrimIDs, "UPDATE_ALIASES", None)
-_RETURN: Final = PrimIDs.RETURN
 #: Charged: the rule that sends each handed-on alias's gradient to its value from before the update.
 _RULE: Final = ("the grad rule of prims.update_aliases", "thunder.core.transforms._update_aliases_prim_grad")
 #: In-place updates that write only some elements of their target (which ones is known only when it runs).
@@ -143,7 +143,7 @@ class _Walk:
                 target = self.region_of(into[0])
                 self.updates.setdefault(self._storage(target), []).append(
                     _Update(index, outs[0], target, name not in _PARTIAL))
-        elif bsym.sym.id == _RETURN:
+        elif is_return(bsym):
             self.pending += [(p, p, index, bsym, "returns") for p in returned(self.program) or () if isinstance(p, TensorProxy)]
         elif takes_view(bsym):
             given = next((p for p in proxy_args(bsym) if isinstance(p, TensorProxy)), None)

@@ -31,6 +31,7 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy
 
 from safe_tracectx._support.labels import describe_trace
+from safe_tracectx.traces.returns import is_return
 from safe_tracectx.traces.violations import Violation, bsym_label
 
 __all__ = ["PYTHON_RUN", "TRANSLATION", "untranslated_values"]
@@ -63,7 +64,7 @@ def _thunder_values(value: Any, depth: int = 0) -> list[Any]:
 
 def _target(bsym: Any) -> str:
     """The name a write goes into (its first argument, a proxy of the user object), or ``return``."""
-    if bsym.sym.id == PrimIDs.RETURN:
+    if is_return(bsym):
         return "return"
     first = bsym.args[0] if bsym.args else None
     return first.name if isinstance(first, Proxy) else "return"
