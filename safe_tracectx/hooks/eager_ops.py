@@ -73,7 +73,49 @@ def eager_executor(trace: Any, *, every: bool = False) -> Any | None:
 def _takes(function: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
     """Whether ``function`` takes these arguments as Thunder binds them (tried on meta tensors of the proxies'
     shapes and dtypes: ``torch.max(w, None, False)`` does not), so that a symbol it does not take is left to the
-    torch executor rather than failing the whole replay."""
+    torch executor rather than failing the whole replay. Asked once per function and arguments' signature (a
+    compile asks it twice of each symbol, and a model's layers ask it of the same shapes)::
+
+        >>> _signature(((1, 2.0), {"dim": 1}))
+        ('tuple', (('tuple', (('int', 1), ('float', 2.0))), ('dict', (('dim', ('int', 1)),))))
+    """
+    try:
+        key = (function, _signature((args, kwargs)))
+    except Exception:  # noqa: BLE001 - an argument that cannot be a key (a symbolic shape): asked every time
+        return _tried(function, args, kwargs)
+    known = _TAKEN.get(key)
+    if known is None:
+        if len(_TAKEN) >= _MOST_TAKEN:
+            _TAKEN.clear()
+        known = _TAKEN[key] = _tried(function, args, kwargs)
+    return known
+
+
+#: ``_takes``'s answers by (function, signature of the arguments), at most ``_MOST_TAKEN`` of them.
+_TAKEN: dict[tuple[Any, Any], bool] = {}
+_MOST_TAKEN = 4096
+
+
+def _signature(value: Any) -> Any:
+    """What ``_tried`` reads of ``value``, hashable: a tensor proxy's shape and dtype, a proxy's value, containers
+    by their items; the type of each value kept (``1`` and ``1.0`` are different arguments to torch)."""
+    from thunder.core.proxies import Proxy, TensorProxy
+
+    if isinstance(value, TensorProxy):
+        return ("tensor", tuple(int(d) for d in value.shape), str(value.dtype))
+    if isinstance(value, tuple | list):
+        return (type(value).__name__, tuple(_signature(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _signature(v)) for k, v in value.items()))
+    if isinstance(value, Proxy):
+        value = getattr(value, "value", value)
+    if isinstance(value, slice):
+        return ("slice", _signature((value.start, value.stop, value.step)))
+    hash(value)  # (TypeError for a value that cannot be a key)
+    return (type(value).__name__, value)
+
+
+def _tried(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     from thunder.core.dtypes import to_torch_dtype
     from thunder.core.proxies import Proxy, TensorProxy
 
