@@ -308,3 +308,27 @@ def test_an_output_torch_cannot_compare_is_passed_over_without_an_internal_error
             thunder.jit(lambda x: (x * 2).to(torch.float8_e4m3fn))(torch.randn(4))
     assert [str(w.message) for w in said if "safe-tracectx" in str(w.message)] == []
     assert _ours(log) == []
+
+
+def test_a_sparse_input_is_not_copied_and_the_program_goes_on_unwarned() -> None:
+    """Thunder's own test_clone_sparse_coo: a sparse tensor has no storage to copy, so the replay does not judge it
+    (it once ended in an internal error, said as a RuntimeWarning)."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with installed(), use_policy(STRICT):
+            copied = thunder.jit(lambda a: a.clone())(torch.randn(3, 5).to_sparse())
+            pair = thunder.jit(lambda a, b: (a.clone(), b * 2))(torch.randn(3, 5).to_sparse(), torch.randn(2))
+    assert copied.layout == pair[0].layout == torch.sparse_coo
+    assert [str(w.message) for w in said if "safe-tracectx" in str(w.message)] == []
+
+
+def test_an_input_handed_back_that_requires_grad_is_compared_without_torchs_warning() -> None:
+    """Thunder's own test_dataclass_output[True]: comparing the input the program hands back (a copy that requires
+    grad, as the caller's does) once warned the user about converting a tensor that requires grad to a scalar."""
+    x = torch.randn(3, requires_grad=True)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with installed(), use_policy(STRICT):
+            returned, _ = thunder.jit(lambda x: (x, x + 2))(x)
+    assert returned is x
+    assert [str(w.message) for w in said if "requires_grad=True to a scalar" in str(w.message)] == []

@@ -35,6 +35,7 @@ def how_far(given: torch.Tensor, reference: torch.Tensor, *, low: bool, against:
     against the value's scale, as it grows with each reduction's length: the relative L2 error (1e-3, 5e-2 for a
     program that computes in half precision), and for full precision also the largest difference against the
     largest element (1e-2), so that a few elements far off are seen too."""
+    given, reference = given.detach(), reference.detach()  # (an input handed back as it is may require grad)
     if given.shape != reference.shape:
         return f"shape {tuple(given.shape)} where {against} gives {tuple(reference.shape)}"
     if not (given.is_floating_point() or given.is_complex()):

@@ -34,7 +34,9 @@ from thunder.core.proxies import TensorProxy
 from safe_tracectx.hooks.eager_reference import every_value, first_differing_symbol, wrong_metadata
 from safe_tracectx.hooks.gradient_compare import beyond_rounding, how_far, in_float64, low_precision
 from safe_tracectx.hooks.passthrough_outputs import aliased_outputs
-from safe_tracectx.hooks.replay import BUDGET_BYTES, draws_random, exact_copy, executable, own_work, random_inputs
+from safe_tracectx.hooks.replay import (
+    BUDGET_BYTES, copyable, draws_random, exact_copy, executable, own_work, random_inputs,
+)
 from safe_tracectx.traces.bound_proxies import proxy_outs
 from safe_tracectx.traces.grad_mode import meta_definer
 from safe_tracectx.traces.returns import handed_to_caller, returned
@@ -127,10 +129,11 @@ def _moved(value: Any) -> Any:
 
 
 def _affordable(inputs: Mapping[str, Any]) -> bool:
-    """Whether the replay may copy ``inputs``: CPU tensors of :data:`replay.BUDGET_BYTES` in all, at most (the call's
-    own weights on an accelerator, or beyond it, are not copied: the program is not judged)."""
+    """Whether the replay may copy ``inputs``: tensors it can copy (:func:`replay.copyable`: the call's own weights
+    on an accelerator, or a sparse tensor, are not copied: the program is not judged), of
+    :data:`replay.BUDGET_BYTES` in all, at most."""
     tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
-    return all(t.device.type == "cpu" for t in tensors) and sum(
+    return all(map(copyable, tensors)) and sum(
         t.untyped_storage().nbytes() for t in tensors) <= 4 * BUDGET_BYTES
 
 

@@ -49,8 +49,8 @@ def shares_storage(result: Any, given: torch.Tensor) -> bool:
     with no elements share nothing but what is the same storage object."""
     if result is given:
         return True
-    if not isinstance(result, torch.Tensor):
-        return False
+    if not isinstance(result, torch.Tensor) or result.layout is not torch.strided or given.layout is not torch.strided:
+        return False  # (a sparse tensor has no storage to share)
     return bool(result.untyped_storage()._cdata == given.untyped_storage()._cdata)
 
 

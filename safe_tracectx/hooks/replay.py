@@ -33,7 +33,7 @@ from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
 from safe_tracectx.traces.violations import Violation
 
 __all__ = [
-    "differs", "draws_random", "exact_copy", "executable", "own_work", "random_inputs", "wrong_elements", "wrong_update_values",
+    "copyable", "differs", "draws_random", "exact_copy", "executable", "own_work", "random_inputs", "wrong_elements", "wrong_update_values",
 ]
 
 R = TypeVar("R")
@@ -94,6 +94,17 @@ def wrong_update_values(
     return found
 
 
+def copyable(value: Any) -> bool:
+    """``value`` is a tensor the replays can copy exactly and compare: dense (strided) on the CPU, of PyTorch's own
+    class (a sparse or nested tensor has no storage to copy, and a subclass's copy would not be of its class)::
+
+        >>> copyable(torch.ones(2)), copyable(torch.ones(2).to_sparse()), copyable(2.0)
+        (True, False, False)
+    """
+    return (type(value) in (torch.Tensor, torch.nn.Parameter) and value.layout is torch.strided
+            and value.device.type == "cpu" and not value.is_nested)
+
+
 def exact_copy(tensor: torch.Tensor, storages: dict[int, Any] | None = None) -> torch.Tensor:
     """A copy of ``tensor`` (detached) with its very strides and offset, gaps and expanded dimensions included (a
     clone makes those contiguous, and a compiled region guards on strides), over a copy of its whole storage: one
@@ -114,6 +125,7 @@ def differs(a: torch.Tensor, b: torch.Tensor) -> bool:
     and bools computed from floats may round to a neighbour: one element in a hundred, by one, is rounding)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return True
+    a, b = a.detach(), b.detach()
     if a.is_floating_point() or a.is_complex():
         return wrong_elements(a, b) > 0
     return bool(((a.long() - b.long()).abs() > 1).any()) or wrong_elements(a, b) > a.numel() // 100
