@@ -116,8 +116,11 @@ def exact_copy(tensor: torch.Tensor, storages: dict[int, Any] | None = None) -> 
     storage = storages.get(original._cdata)
     if storage is None:
         storage = storages[original._cdata] = original.clone()  # type: ignore[no-untyped-call]
-    return torch.empty(0, dtype=detached.dtype, device=detached.device).set_(
+    copy = torch.empty(0, dtype=detached.dtype, device=detached.device).set_(
         storage, detached.storage_offset(), detached.size(), detached.stride())
+    # The lazy conjugate and negation bits are the view's, not the storage's: `x.conj()` reads its storage conjugated.
+    copy = copy.conj() if detached.is_conj() else copy
+    return torch._neg_view(copy) if detached.is_neg() else copy
 
 
 def differs(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -28,8 +28,9 @@ from thunder.core import pytree
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 
-__all__ = ["body", "handed_to_caller", "is_return", "return_args", "return_symbol", "return_value", "returned",
-           "returned_tensor_names"]
+__all__ = [
+    "body", "every_returned_name", "handed_to_caller", "is_return", "return_args", "return_symbol", "return_value", "returned",
+]
 
 #: The return's id (``PrimIDs.RETURN``), and the name an executor's own return symbol may carry instead.
 _RETURN_IDS: Final = (PrimIDs.RETURN, "python_return")
@@ -78,9 +79,10 @@ def returned(trace: Any) -> list[Any] | None:
     return None if return_symbol(trace) is None else handed_to_caller(return_value(trace))
 
 
-def returned_tensor_names(trace: Any) -> set[str]:
-    """The names of the tensors ``trace`` hands its caller."""
-    return {p.name for p in returned(trace) or () if isinstance(p, TensorProxy)}
+def every_returned_name(trace: Any) -> set[str]:
+    """The names of every tensor ``trace``'s return statement holds: what the caller gets, and Thunder's
+    ``flat_args`` and what a forward saves for its backward beside it."""
+    return {p.name for p in _flatten((return_value(trace),))[0] if isinstance(p, TensorProxy)}
 
 
 def body(trace: Any) -> list[Any]:
