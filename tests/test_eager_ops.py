@@ -3,7 +3,9 @@ functions take (asked twice per symbol in a compile, and of the same shapes by a
 
 from __future__ import annotations
 
+import gc
 import warnings
+import weakref
 from typing import Any
 
 import pytest
@@ -82,6 +84,14 @@ def test_an_argument_that_cannot_be_a_key_is_asked_every_time() -> None:
     assert len(calls) == 2
     assert not eager_ops._takes(counted, x, {0}) and not eager_ops._takes(counted, x, {0})  # a set: no key
     assert len(calls) == 4
+    index = torch.tensor([0, 1])  # hashable by identity: never a key (the memo would keep the tensor alive)
+    assert eager_ops._takes(counted, x, index) and eager_ops._takes(counted, x, index)
+    assert len(calls) == 6
+    alive = weakref.ref(index)
+    del index
+    calls.clear()
+    gc.collect()
+    assert alive() is None
 
 
 def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

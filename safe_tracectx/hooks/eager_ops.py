@@ -111,6 +111,8 @@ def _signature(value: Any) -> Any:
         value = getattr(value, "value", value)
     if isinstance(value, slice):
         return ("slice", _signature((value.start, value.stop, value.step)))
+    if isinstance(value, torch.Tensor):  # hashable by identity: a key would keep it alive, and never match again
+        raise TypeError("a tensor is not keyed")
     hash(value)  # (TypeError for a value that cannot be a key)
     return (type(value).__name__, value)
 
