@@ -62,7 +62,8 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
     body = returns.body(program)
     computed = {o.name: o for b in body for o in proxy_outs(b) if isinstance(o, TensorProxy) and o.name not in arguments}
     if sum(map(_bytes, computed.values())) > MOST_BYTES:  # what the program returns, then: not every activation
-        computed = {n: p for n, p in computed.items() if n in returns.every_returned_name(program)}
+        held = returns.every_returned_name(program)  # (read once, not once per name)
+        computed = {n: p for n, p in computed.items() if n in held}
     try:
         probe = from_trace(program)
         probe.bound_symbols = [*body, python_return.bind(tuple(computed.values()), output=None)]
