@@ -298,6 +298,50 @@ def test_the_replays_add_no_warning_to_the_users_run() -> None:
     assert _warnings_of_two_programs(STRICT) == plain
 
 
+#: The checks that replay the program (and so run its executors' implementations once more), by replay: the
+#: replay of what the program returns reports three kinds, and runs while one of them is on.
+REPLAYS = (("update_wrong_value",), ("output_wrong_value", "output_aliases_input", "metadata_mismatch"),
+           ("gradient_wrong_value",))
+REPLAYED_CHECKS = tuple(check for replay in REPLAYS for check in replay)
+
+
+def _calls_of_a_counting_executor(policy: Any, *, updates: bool = True) -> int:
+    """How often a user's executor's implementation of cos runs for a program that is differentiated, compiled and
+    called once: one that ``updates`` its input (the gradient replay leaves it to the update replay), or not."""
+    from thunder.core import prims
+    from thunder.extend import OperatorExecutor
+
+    calls = []
+    executor = OperatorExecutor("test_counting_cos", version="1")
+    counted = executor.register_operator("counted_cos", like=prims.cos, fn=lambda a: (calls.append(1), torch.cos(a))[1])
+    executor.register_implementation(prims.cos, counted)
+
+    def program(x: T, buffer: T) -> T:
+        if updates:
+            buffer.add_(1)
+        return x.cos() * buffer
+
+    jitted = thunder.jit(program, executors=[executor, *thunder.get_default_executors()])
+    with installed(policy) if policy is not None else contextlib.nullcontext():
+        jitted(torch.randn(3, requires_grad=True), torch.ones(3)).sum().backward()
+    return len(calls)
+
+
+@pytest.mark.parametrize("updates", [True, False])
+def test_checks_switched_off_run_no_replay_the_users_executor_runs_as_often_as_plain(updates: bool) -> None:
+    plain = _calls_of_a_counting_executor(None, updates=updates)
+    assert _calls_of_a_counting_executor(STRICT, updates=updates) > plain  # the replays run it (README)
+    off = STRICT.replace(**dict.fromkeys(REPLAYED_CHECKS, "off"))
+    assert _calls_of_a_counting_executor(off, updates=updates) == plain
+
+
+@pytest.mark.parametrize("checks", REPLAYS, ids=lambda checks: checks[0])
+def test_each_replay_switched_off_runs_the_users_executor_less(checks: tuple[str, ...]) -> None:
+    updates = checks != ("gradient_wrong_value",)
+    assert _calls_of_a_counting_executor(STRICT.replace(**dict.fromkeys(checks, "off")), updates=updates) \
+        < _calls_of_a_counting_executor(STRICT, updates=updates)
+
+
 def test_differs_allows_rounding_and_nan_alike() -> None:
     a = torch.tensor([1.0, float("nan")])
     assert not differs(a, a + 1e-6) and differs(a, a + 1) and differs(a, a.double())

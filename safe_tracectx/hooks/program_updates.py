@@ -84,8 +84,8 @@ def _program_update_values(
     made executable) leaves with other values than the interpretation's trace, replayed on random inputs; not
     judged when inputs share storage at the call (the program was compiled for that)."""
     if compilation.program is None or compilation.updates is None or not compilation.updates[1] \
-            or not _runs_the_program(compilation, trace):
-        return []
+            or switched_off("update-wrong-value") or not _runs_the_program(compilation, trace):
+        return []  # (switched off: the replay, which runs the program and its executors again, does not run)
     storages = compilation.storages() or {}
     arguments = {getattr(a, "name", None) for a in getattr(compilation.program, "args", None) or ()}
     shared = [key.storage for name, key in storages.items() if name in arguments and isinstance(key, Region)]
