@@ -3,12 +3,18 @@ member, an HTML column per test), standard input, and a newer or older version n
 
 from __future__ import annotations
 
+import copy
 import io
 import json
+import re
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from safe_tracectx.auditlog.documents import AUDIT_SCHEMA, DataFileError, validate
 from safe_tracectx.auditlog.log import AuditLog
@@ -62,6 +68,12 @@ def test_the_readme_pytest_command_and_report_work_together(
     members = json.loads((pytester.path / "combined.json").read_text())["members"]
     assert [(m["name"], len(m["audit"]["leaked_sets"])) for m in members] == [
         ("test_seeded.py::test_clean", 0), ("test_seeded.py::test_leaks_a_set", 1)]
+
+
+#: What a document damaged beyond its top-level keys is called: its pass runs' shape is checked when it is read,
+#: the rest when a report cannot render it.
+DAMAGED_DEEPER = (r"(cannot render it \((TypeError|KeyError|AttributeError): |"
+                  r"'(pass_runs|jit_traces)'(: the fingerprints of pass run 'x')? must )")
 
 
 def _audit(version: object = 2) -> dict[str, object]:
@@ -194,12 +206,12 @@ def test_an_audit_damaged_deeper_than_its_keys_is_named_so_from_python_and_by_re
 ) -> None:
     document = {**_audit(), **damage}
     with pytest.raises(DataFileError, match=r"^the document given to render_text\(\) is a damaged safe-tracectx data "
-                                            r"file: cannot render it \((TypeError|KeyError|AttributeError): "):
+                                            r"file: " + DAMAGED_DEEPER):
         render_text(document)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "damaged.json").write_text(json.dumps(document))
     assert main(["report", "damaged.json"]) == ExitStatus.USAGE_ERROR
-    assert "error: damaged.json is a damaged safe-tracectx data file: cannot render it (" in capsys.readouterr().err
+    assert re.search("error: damaged.json is a damaged safe-tracectx data file: " + DAMAGED_DEEPER, capsys.readouterr().err)
 
 
 def test_a_combined_file_whose_member_is_damaged_deeper_than_checked_is_named_so_from_python() -> None:
@@ -220,7 +232,7 @@ def test_write_html_names_an_audit_damaged_deeper_than_its_keys_and_writes_nothi
 ) -> None:
     document = {**_audit(), **damage}
     with pytest.raises(DataFileError, match=r"^the document given to write_html\(\) is a damaged safe-tracectx data "
-                                            r"file: cannot render it \((TypeError|KeyError|AttributeError): "):
+                                            r"file: " + DAMAGED_DEEPER):
         write_html(document, tmp_path / "html")
     assert not (tmp_path / "html").exists()  # no style.css or index.html of a report that failed half way
     (tmp_path / "kept").mkdir()
@@ -233,7 +245,7 @@ def test_write_html_names_an_audit_damaged_deeper_than_its_keys_and_writes_nothi
     status = main(["report", "damaged.json", "--html", "out"])
     err = capsys.readouterr().err
     assert status == ExitStatus.USAGE_ERROR and "Traceback" not in err
-    assert "error: damaged.json is a damaged safe-tracectx data file: cannot render it (" in err
+    assert re.search("error: damaged.json is a damaged safe-tracectx data file: " + DAMAGED_DEEPER, err)
 
 
 def test_a_number_too_large_for_a_float_is_a_damaged_document_not_an_overflow_error() -> None:
@@ -286,3 +298,63 @@ def test_combine_refuses_a_combined_file_holding_a_newer_member_and_writes_nothi
     assert not (tmp_path / "out.json").exists()
     assert main(["report", "c.json"]) == ExitStatus.USAGE_ERROR
     assert "upgrade safe-tracectx to read it" in capsys.readouterr().err
+
+
+# ---- any one value of a real document damaged: report and combine name the file, never a traceback ----------------
+
+def _real_audit() -> dict[str, Any]:
+    import torch
+
+    from safe_tracectx.hooks import audit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import thunder
+    with audit() as log:
+        thunder.jit(lambda x: (x.sin() * 2).sum())(torch.ones(3, requires_grad=True)).backward()
+    document: dict[str, Any] = json.loads(json.dumps(log.to_dict(), default=str))
+    return document
+
+
+REAL = _real_audit()
+
+
+def _paths(value: object, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Each place in ``value`` (dict keys, a list's first item), to depth 5."""
+    found: list[tuple[Any, ...]] = []
+    if isinstance(value, dict):
+        items: list[tuple[Any, object]] = list(value.items())
+    elif isinstance(value, list) and value:
+        items = [(0, value[0])]
+    else:
+        return found
+    for key, item in items:
+        found.append((*path, key))
+        if len(path) < 5:
+            found += _paths(item, (*path, key))
+    return found
+
+
+WRONG_VALUES: list[object] = [None, 1, 1.5, "x", [], {}, [1], {"a": 1}, True, [None], [{}], [[1]], [[[1]]]]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(place=st.sampled_from(_paths(REAL)), wrong=st.sampled_from(WRONG_VALUES))
+def test_a_real_document_with_any_value_damaged_is_read_or_named_damaged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], place: tuple[Any, ...], wrong: object
+) -> None:
+    damaged = copy.deepcopy(REAL)
+    holder: Any = damaged
+    for key in place[:-1]:
+        holder = holder[key]
+    holder[place[-1]] = wrong
+    (tmp_path / "good.json").write_text(json.dumps(REAL))
+    (tmp_path / "bad.json").write_text(json.dumps(damaged))
+    for command in (["report", str(tmp_path / "bad.json")],
+                    ["report", "--html", str(tmp_path / "html"), str(tmp_path / "bad.json")],
+                    ["combine", "-o", str(tmp_path / "c.json"), str(tmp_path / "good.json"), str(tmp_path / "bad.json")]):
+        status = main(command)
+        err = capsys.readouterr().err
+        assert status in (ExitStatus.OK, ExitStatus.USAGE_ERROR), (command, place, wrong)
+        if status == ExitStatus.USAGE_ERROR:
+            assert "bad.json" in err and ("damaged" in err or "not a safe-tracectx data file" in err), err

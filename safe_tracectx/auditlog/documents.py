@@ -144,6 +144,7 @@ def _body_problem(document: Mapping[str, Any]) -> str | None:
                 return f"{key!r} is missing or not a {kind.__name__}"
         if not all(isinstance(value, int) for value in document["counts"].values()):
             return "'counts' holds something other than integers"
+        return _runs_problem(document)
     elif document["schema"] == COMBINED_SCHEMA:
         found = document.get("members")
         if not isinstance(found, list) or not all(
@@ -162,6 +163,27 @@ def _body_problem(document: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _runs_problem(audit: Mapping[str, Any]) -> str | None:
+    """What is wrong with an audit's pass runs as combine and the reports read them (None: fine): each a dict, its
+    fingerprints a list per output trace of rows (lists), each row's names, shapes and dtypes lists."""
+    for key in ("pass_runs", "jit_traces"):
+        runs = audit.get(key)
+        if runs is None:
+            continue
+        if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+            return f"{key!r} must list pass runs"
+        for run in runs:
+            prints = run.get("fingerprints")
+            if prints is not None and not (isinstance(prints, list) and all(
+                    isinstance(trace, list) and all(_is_row(row) for row in trace) for trace in prints)):
+                return f"{key!r}: the fingerprints of pass run {str(run.get('label'))!r:.60} must be lists of rows"
+    return None
+
+
+def _is_row(row: object) -> bool:
+    return isinstance(row, list) and len(row) == 4 and all(isinstance(part, list) for part in row[1:])
+
+
 def _member_problem(audit: Mapping[str, Any]) -> str | None:
     """What is wrong with a combined document's member audit (None: fine). A member made from a pytest report's
     test lacks the call sites and pass runs of a run's audit: the keys it has are checked, not the ones it lacks."""
@@ -172,7 +194,8 @@ def _member_problem(audit: Mapping[str, Any]) -> str | None:
             return f"is damaged: {key!r} is not a {kind.__name__}"
     if not all(isinstance(value, int) for value in audit.get("counts", {}).values()):
         return "is damaged: 'counts' holds something other than integers"
-    return None
+    problem = _runs_problem(audit)
+    return None if problem is None else f"is damaged: {problem}"
 
 
 @overload
@@ -191,7 +214,7 @@ def validate(document: object, source: str, schemas: tuple[Schema, ...] = (AUDIT
     """``document`` as the typed document it is, checked: one of ``schemas`` at the version this safe-tracectx reads,
     with the keys its reports read. ``source`` (a path, or what was given the document) names it in the
     :class:`DataFileError` that says what is wrong and what to do."""
-    if not isinstance(document, dict) or document.get("schema") not in VERSIONS:
+    if not isinstance(document, dict) or not isinstance(document.get("schema"), str) or document["schema"] not in VERSIONS:
         raise DataFileError(
             f"{source} is not a safe-tracectx data file (AuditLog.to_dict() makes one, run --json FILE or --data-file "
             "FILE writes one, pytest --safe-tracectx-report FILE the plugin's)"

@@ -68,7 +68,7 @@ def _data_files(paths: list[str]) -> list[Path]:
 def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Merge the data files into one combined document; print what diverged."""
     from safe_tracectx.auditlog.combine import DataFileError, carried_runs, combine, load_members, paused_gc
-    from safe_tracectx.auditlog.documents import write_document
+    from safe_tracectx.auditlog.documents import RENDER_ERRORS, write_document
     from safe_tracectx.report.sections import plural
 
     files = _data_files(args.paths)
@@ -88,6 +88,8 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             combined = combine(load_members(files, all_events=args.all_events), all_events=args.all_events)
         except DataFileError as error:
             return usage_error(parser, str(error))
+        except RENDER_ERRORS as error:  # damaged deeper than validate checks
+            return usage_error(parser, _damaged_message(files, error))
         write_document(combined, args.output, compact=True)
     divergences, members = combined["divergences"], combined["members"]
     names = ", ".join(m["name"] for m in members)
@@ -107,6 +109,22 @@ def combine_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if args.fail_on_divergence and divergences:
         return ExitStatus.FINDINGS
     return ExitStatus.OK
+
+
+def _damaged_message(files: list[Path], error: BaseException) -> str:
+    """What a damaged data file that ``combine`` could not read is: the first file that cannot be combined with itself
+    (violation path only: each is read and combined once more)."""
+    from safe_tracectx.auditlog.combine import combine, load_members
+    from safe_tracectx.auditlog.documents import RENDER_ERRORS, DataFileError, damaged, read_document
+
+    for path in files:
+        try:
+            combine(load_members([path, path]))  # (twice: what compares members reads it too)
+        except DataFileError as alone:
+            return str(alone)
+        except RENDER_ERRORS as alone:
+            return str(damaged(read_document(path), str(path), alone))
+    return f"the data files cannot be combined ({type(error).__name__}: {error}): one of them is damaged"
 
 
 def _render(document: Document, path: str, top: int) -> str:
