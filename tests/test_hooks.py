@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import gc
 import tracemalloc
 from collections.abc import Iterator
@@ -368,11 +370,52 @@ def test_each_thread_stays_installed_until_its_own_audit_ends_when_two_threads_o
 
 
 def test_a_set_left_by_a_thread_that_ended_is_reported_when_the_installation_ends() -> None:
-    with pytest.raises(UnbalancedContextError, match="by threads that have ended were never reset.*thread leaker"):
+    with pytest.raises(UnbalancedContextError, match="that have ended were never reset.*in thread 'leaker'"):
         with stc.installed("strict"):
             thread = threading.Thread(target=lambda: tt.set_tracectx(TraceCtx()), name="leaker")
             thread.start()
             thread.join()
+
+
+async def _sets(trace: TraceCtx) -> None:
+    tt.set_tracectx(trace)
+
+
+def test_a_set_left_by_an_asyncio_task_or_a_copied_context_is_reported_when_the_installation_ends() -> None:
+    """Found by helper 53: on a thread that still runs, a task's or a copied Context's set was never counted."""
+    async def main() -> None:
+        await asyncio.create_task(_sets(TraceCtx()), name="leaky-task")
+
+    with pytest.raises(UnbalancedContextError, match=r"in asyncio task 'leaky-task' \(thread 'MainThread'\)"):
+        with stc.installed("strict"):
+            asyncio.run(main())
+    with pytest.raises(UnbalancedContextError, match=r"in a Context run on thread 'MainThread' \(a copy_context"):
+        with stc.installed("strict"):
+            contextvars.copy_context().run(tt.set_tracectx, TraceCtx())
+    assert tt.get_tracectx() is None
+
+
+def test_a_task_still_running_or_a_balanced_context_is_not_reported() -> None:
+    """A task that has not ended may still reset its set (as a running thread may)."""
+    async def main() -> None:
+        started, finish = asyncio.Event(), asyncio.Event()
+
+        async def balanced() -> None:
+            token = tt.set_tracectx(TraceCtx())
+            started.set()
+            await finish.wait()
+            tt.reset_tracectx(token)
+
+        task = asyncio.create_task(balanced())
+        await started.wait()
+        with stc.installed("strict"):  # ends while the task is inside its set: no report
+            pass
+        finish.set()
+        await task
+
+    with stc.installed("strict"):
+        asyncio.run(main())
+        contextvars.copy_context().run(lambda: tt.reset_tracectx(tt.set_tracectx(TraceCtx())))
 
 
 def test_every_original_is_put_back_when_many_threads_start_and_end_installations_at_once() -> None:

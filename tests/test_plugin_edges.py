@@ -78,9 +78,43 @@ def test_leaks_in_a_thread():
     outcomes = _outcomes(result)
     assert outcomes.get("passed") == 2 and outcomes.get("errors") == 1
     result.stdout.fnmatch_lines(
-        ["*ERROR at teardown of test_leaks_in_a_thread*", "E   *thread 'leaky-worker' ended with set_tracectx(*) never reset"]
+        ["*ERROR at teardown of test_leaks_in_a_thread*",
+         "E   *was never reset: it was made in thread 'leaky-worker', which has ended"]
     )
     assert "the test ended with 0 set_tracectx" not in result.stdout.str()
+
+
+def test_a_set_left_by_an_asyncio_task_or_a_copied_context_is_a_teardown_error(pytester: pytest.Pytester) -> None:
+    """Found by helper 53: on the test's own thread, which still runs, these sets were listed but passed."""
+    pytester.makepyfile(
+        test_contexts=HEADER
+        + """
+import asyncio, contextvars
+
+def test_leaks_in_a_task():
+    async def task():
+        set_tracectx(TraceCtx())
+    async def main():
+        await asyncio.create_task(task(), name="leaky-task")
+    asyncio.run(main())
+
+def test_leaks_in_a_copied_context():
+    contextvars.copy_context().run(set_tracectx, TraceCtx())
+
+def test_balanced_in_a_task():
+    async def task():
+        with tracectx(TraceCtx()):
+            await asyncio.sleep(0)
+    asyncio.run(task())
+"""
+    )
+    result = pytester.runpytest_subprocess("--safe-tracectx=strict", "-p", "no:cacheprovider", "-rE")
+    outcomes = _outcomes(result)
+    assert outcomes.get("passed") == 3 and outcomes.get("errors") == 2
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_leaks_in_a_task*",
+                                 "E   *was never reset: it was made in asyncio task 'leaky-task' (thread 'MainThread'), *"])
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_leaks_in_a_copied_context*",
+                                 "E   *was never reset: it was made in a Context run on thread 'MainThread'*"])
 
 
 def test_lenient_warns_and_closes(pytester: pytest.Pytester) -> None:

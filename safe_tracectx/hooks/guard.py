@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import weakref
 from contextvars import Token
 from typing import Any, ClassVar, Final
 
@@ -32,6 +33,7 @@ from safe_tracectx.policy.actions import act
 
 __all__ = [
     "RawBlock",
+    "abandoned_sets",
     "close_leaked",
     "guarded_reset_tracectx",
     "guarded_set_tracectx",
@@ -51,7 +53,7 @@ _serials: Final = itertools.count()
 class RawBlock(Block[Any]):
     """A ``set_tracectx(trace)`` made while installed, found again by its token."""
 
-    __slots__ = ("_site", "_serial", "_thread")
+    __slots__ = ("_site", "_serial", "_thread", "_task", "_task_name")
 
     unbalanced_fix: ClassVar[str] = FIXES["raw_set"]
 
@@ -60,6 +62,7 @@ class RawBlock(Block[Any]):
         self._site = site
         self._serial = next(_serials)
         self._thread = threading.current_thread()
+        self._task, self._task_name = _running_task()
 
     @property
     def token(self) -> Token[Any]:
@@ -82,6 +85,27 @@ class RawBlock(Block[Any]):
         return self._thread.is_alive()
 
     @property
+    def abandoned(self) -> bool:
+        """Whether nothing can reset this open set any more: its thread has ended, its asyncio task is done, or
+        (made on this thread outside a task, and not open in this Context) the Context it was made in has finished
+        (a ``copy_context().run``). A running thread, or a task not done, may still reset it."""
+        if not self._thread.is_alive():
+            return True
+        if self._task is not None:
+            task = self._task()
+            return task is None or task.done()
+        return self._thread is threading.current_thread() and self not in open_blocks()
+
+    def where(self) -> str:
+        """What the set was made in, for a report: its asyncio task, else its thread when it has ended, else the
+        Context it ran in."""
+        if self._task_name is not None:
+            return f"asyncio task {self._task_name!r} (thread {self.thread!r})"
+        if not self._thread.is_alive():
+            return f"thread {self.thread!r}"
+        return f"a Context run on thread {self.thread!r} (a copy_context().run, an event loop's callback)"
+
+    @property
     def serial(self) -> int:
         """The order in which the sets of this process were made."""
         return self._serial
@@ -99,6 +123,27 @@ class RawBlock(Block[Any]):
         finally:  # also when the policy raised what the exit found
             if self._state is ENDED:
                 _blocks_by_token.pop(id(self._value_token), None)
+
+
+def _running_task() -> tuple[weakref.ReferenceType[Any] | None, str | None]:
+    """The asyncio task running in this thread, weakly, and its name ((None, None): none; found cheaply when asyncio
+    is not even imported)."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None or asyncio.events._get_running_loop() is None:
+        return None, None
+    task = asyncio.current_task()
+    return (None, None) if task is None else (weakref.ref(task), task.get_name())
+
+
+def abandoned_sets(*, since: int = 0) -> list[RawBlock]:
+    """The raw sets still open, made from serial ``since`` on, that nothing can reset any more
+    (:attr:`RawBlock.abandoned`), oldest first; each is no longer tracked (reported once: a later reset of it,
+    should its Context run again, is Thunder's own)."""
+    found = [block for block in open_raw_blocks(since=since) if block.abandoned]
+    for block in found:
+        block.release()
+        _blocks_by_token.pop(id(block._value_token), None)
+    return found
 
 
 def next_serial() -> int:

@@ -116,14 +116,14 @@ class Installation:
                     site=leaked[-1].site,
                 ),
             )
-        # A thread that still runs may be inside a balanced block; one that has ended never resets.
-        elsewhere = [b for b in guard.open_raw_blocks(since=self._since) if b not in leaked and not b.thread_alive]
+        # A thread or task that still runs may be inside a balanced block; one that has ended never resets.
+        elsewhere = [b for b in guard.abandoned_sets(since=self._since) if b not in leaked]
         if elsewhere:
-            labels = "; ".join(f"{block.label()} [thread {block.thread}]" for block in elsewhere)
+            labels = "; ".join(f"{block.label()} [in {block.where()}]" for block in elsewhere)
             errors.append(
                 UnbalancedContextError(
-                    f"{len(elsewhere)} set_tracectx() made under {self.owner} by threads that have ended were "
-                    f"never reset: {labels}",
+                    f"{len(elsewhere)} set_tracectx() made under {self.owner} in threads, asyncio tasks or Contexts "
+                    f"that have ended were never reset: {labels}",
                     fix=FIXES["raw_set"],
                     site=elsewhere[-1].site,
                 )

@@ -2,7 +2,7 @@
 
 The pytest plugin charges a test with what is still open after its teardown:
 installations it left running, blocks and raw sets it left open in its thread
-(closed), sets left open by threads that have ended, a ``use_policy`` block or a
+(closed), sets left open in threads, asyncio tasks or Contexts that have ended, a ``use_policy`` block or a
 process default policy it changed (put back). Blocks opened while a fixture of a
 wider scope (module, session) was set up belong to that fixture, not the test::
 
@@ -16,7 +16,6 @@ wider scope (module, session) was set up belong to that fixture, not the test::
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,7 +25,7 @@ from safe_tracectx.context.blocks import Block, open_blocks
 from safe_tracectx.context.policy_block import use_policy
 from safe_tracectx.errors import FIXES, TraceContextError, UnbalancedContextError
 from safe_tracectx.hooks import running_installations
-from safe_tracectx.hooks.guard import RawBlock
+from safe_tracectx.hooks.guard import RawBlock, abandoned_sets, next_serial
 from safe_tracectx.policy import default_policy, swap_default_policy
 
 __all__ = ["Leftovers"]
@@ -43,6 +42,7 @@ class Leftovers:
     def __init__(self, log: AuditLog) -> None:
         self.log = log
         self.depth = len(running_installations())
+        self.since = next_serial()  # the test's own sets are made from here on
         self.known = {id(b) for b in _open_here()}
         self.default = default_policy()
 
@@ -96,17 +96,14 @@ class Leftovers:
         ]
 
     def _other_threads(self) -> list[TraceContextError]:
-        here = threading.current_thread().name
-        alive = {thread.name for thread in threading.enumerate()}
-        # A running thread may still reset its set; one that has ended never will.
+        # A running thread or task may still reset its set; one that has ended never will.
         return [
             UnbalancedContextError(
-                f"thread {event.thread!r} ended with set_tracectx({event.trace}) never reset",
+                f"{block.label()} was never reset: it was made in {block.where()}, which has ended",
                 fix=FIXES["raw_set"],
-                site=event.site,
+                site=block.site,
             )
-            for event in self.log.leaked_sets
-            if event.thread != here and event.thread not in alive
+            for block in abandoned_sets(since=self.since)
         ]
 
     def _policies(self) -> list[TraceContextError]:
