@@ -158,3 +158,45 @@ def test_a_jitted_function_evaluating_a_trace_is_traced_through_thunders_evaluat
         got = thunder.jit(evaluate)(a, b, c=4.0)
     assert log.violations == []
     torch.testing.assert_close(got, (a + b) * 4.0)
+
+
+class AppendsNeg(Transform):
+    """After the executors were chosen, appends a negation of the last tensor: as Thunder's own ``prims.neg`` (which
+    no executor then implements), or as the torch executor's operator."""
+
+    def __init__(self, *, executors_symbol: bool) -> None:
+        self.executors_symbol = executors_symbol
+
+    def transform_trace_post_optimization(self, trace: Any, **kwargs: Any) -> Any:
+        from thunder.core.trace import from_trace
+        from thunder.executors.torchex import ex as torch_executor
+
+        new = from_trace(trace)
+        *body, ret = trace.bound_symbols
+        last = [b for b in body if isinstance(b.output, TensorProxy)][-1].output
+        with tracectx(new):
+            negated = TensorProxy(like=last)
+        symbol = torch_executor.implmap[prims.neg.id].symbol if self.executors_symbol else prims.neg
+        new.bound_symbols = [*body, symbol.bind(last, output=negated), ret]
+        return new
+
+
+def test_a_thunder_symbol_left_in_the_program_about_to_run_is_refused_before_it_fails_and_charged_to_its_pass() -> None:
+    """Found by helper 53: Thunder's NotImplementedError was reported as a symbol called with no trace active,
+    whose fix (make a trace active) is not this one's; the program calls Thunder's symbol itself."""
+    jitted = thunder.jit(lambda x: x * 2, transforms=[AppendsNeg(executors_symbol=False)])
+    with pytest.raises(NotImplementedError, match="outside of a tracing context"):
+        jitted(torch.ones(2))  # plain Thunder: the program fails
+    jitted = thunder.jit(lambda x: x * 2, transforms=[AppendsNeg(executors_symbol=False)])
+    with installed(), stc.use_policy(STRICT), pytest.raises(BrokenTraceError) as caught:
+        jitted(torch.ones(2))
+    message = str(caught.value)
+    assert "is printed as a call of prims.neg, Thunder's symbol itself" in message
+    assert "it first appears in the trace made by AppendsNeg.transform_trace_post_optimization" in message
+    assert "binds an executor's operator" in caught.value.fix
+
+
+def test_the_executors_operator_in_its_place_runs_and_is_not_reported() -> None:
+    jitted = thunder.jit(lambda x: x * 2, transforms=[AppendsNeg(executors_symbol=True)])
+    with installed(), stc.use_policy(STRICT):
+        assert torch.equal(jitted(torch.ones(2)), torch.full((2,), 2.0))

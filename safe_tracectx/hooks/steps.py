@@ -48,7 +48,7 @@ from safe_tracectx.hooks.reporting import culprit_error, internal_error, report_
 from safe_tracectx.hooks.runs import current_run
 from safe_tracectx.traces.dropped_gradients import dropped_gradients
 from safe_tracectx.traces.checks import Violation, check_forward_backward, check_handover
-from safe_tracectx.traces.generated_code import undefined_globals
+from safe_tracectx.traces.generated_code import symbols_called, undefined_globals
 from safe_tracectx.traces.torch_values import untranslated_values
 
 __all__ = [
@@ -172,6 +172,7 @@ def check_about_to_run(
     errors = []
     for violation in new:
         step = (_handover_culprit(compilation) if violation.kind == "handover-mismatch"
+                else _symbol_call_culprit(compilation, trace, violation.name) if violation.kind == "generated-code"
                 else _dropped_culprit(compilation, violation.name) if violation.kind == "gradient-dropped"
                 else wrong_gradient_culprit(compilation, violation.name) if violation.kind == "gradient-wrong-value"
                 else first_form(compilation, violation))
@@ -205,6 +206,21 @@ def _handover_culprit(compilation: compilations.Compilation) -> compilations.Ste
         if check_handover(*pair):
             return step
     return None
+
+
+def _symbol_call_culprit(compilation: compilations.Compilation, about: TraceCtx, name: str) -> compilations.Step | None:
+    """The step that added the symbol call ``symbols_called`` reports as ``name`` (violation path only): the first
+    of the steps that lead to the trace ``about`` to run and all have it (before the executors are chosen every
+    trace calls Thunder's symbols, but not this one, which a later step added)."""
+    culprit = None
+    for step in reversed(compilation.steps):
+        trace = step.ref()
+        if trace is None or trace.names is not about.names:
+            continue
+        if not any(v.name == name for v in symbols_called(trace)):
+            break
+        culprit = step
+    return culprit
 
 
 def _dropped_culprit(compilation: compilations.Compilation, name: str) -> compilations.Step | None:
@@ -242,7 +258,7 @@ def _about_to_run(
         for name in undefined_globals(function)
     ]
     if by_jit:
-        found += untranslated_values(trace)
+        found += untranslated_values(trace) + symbols_called(trace)
     found += _handover_about_to_run(compilation, trace, function if by_jit else None)
     return found
 

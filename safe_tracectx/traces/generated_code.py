@@ -1,4 +1,4 @@
-"""The Python Thunder generated from a trace, read as code: the global names it reads that nothing defines.
+"""The Python Thunder generated from a trace, read as code: names nothing defines, and Thunder symbols it calls.
 
 A generated program calls each bound symbol by a name its context must define;
 one that does not fails with ``NameError`` when it runs. This reads the compiled
@@ -9,6 +9,10 @@ function's bytecode (no Thunder needed)::
     ...     return not_defined_anywhere(x)
     >>> undefined_globals(program)
     ['not_defined_anywhere']
+
+A name that resolves to a Thunder ``Symbol`` fails too: a symbol runs only while a
+trace records it (``NotImplementedError`` otherwise). In a program about to run, each
+call must be an executor's (:func:`symbols_called` reads the trace's bound symbols).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import types
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["undefined_globals"]
+__all__ = ["symbols_called", "undefined_globals"]
 
 _LOAD_GLOBAL: Final = dis.opmap["LOAD_GLOBAL"]
 _LOAD_NAME: Final = dis.opmap["LOAD_NAME"]
@@ -62,3 +66,47 @@ def undefined_globals(function: Callable[..., Any]) -> list[str]:
                 missing.append(name)
         stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
     return missing
+
+
+def symbols_called(trace: Any) -> list[Any]:
+    """The ``generated-code`` violations of ``trace``'s top-level bound symbols whose printed call resolves, through
+    the symbol's own context, to a Thunder ``Symbol``: run as a program, it raises ``NotImplementedError`` there
+    (no executor implements the bound symbol: one added after the executors were chosen)."""
+    from thunder.core import codeutils
+    from thunder.core.symbol import Symbol, default_python_printer
+
+    module_shortname: Callable[[str], str] = codeutils.module_shortname  # (untyped in Thunder)
+
+    from safe_tracectx.traces.bound_proxies import proxy_outs
+    from safe_tracectx.traces.violations import Violation, bsym_label
+
+    found = []
+    for index, bsym in enumerate(getattr(trace, "bound_symbols", ())):
+        if getattr(bsym.sym, "python_printer", None) is not default_python_printer:
+            continue  # (a return, an unpack, a comment: printed as Python of its own)
+        try:
+            callee = bsym.name_with_module()
+            import_ctx, call_ctx, object_ctx = bsym.gather_ctxs()
+            head, *attributes = callee.split(".")
+            # what the program's imports bind: `import thunder.core.prims as prims` (Thunder's short names)
+            names = {module_shortname(name): module for name, module in import_ctx.items()}
+            target = {**import_ctx, **names, **call_ctx, **object_ctx}.get(head)
+            for attribute in attributes:
+                target = getattr(target, attribute, None)
+        except Exception:  # noqa: BLE001 - a symbol Thunder cannot print: printing's own check says so
+            continue
+        if not isinstance(target, Symbol):
+            continue
+        outputs = [p.name for p in proxy_outs(bsym)]
+        found.append(Violation(
+            "generated-code", outputs[0] if outputs else callee,
+            f"{bsym_label(index, bsym)} is printed as a call of {callee}, Thunder's symbol itself, which runs only "
+            "while a trace records it: the program would fail with NotImplementedError (no executor implements this "
+            "bound symbol)",
+            bsym_label(index, bsym), also=tuple(outputs[1:]),
+            advice="a trace that runs must hold executors' symbols: a pass that runs after the executors were chosen "
+                   "(transform_trace_post_optimization) binds an executor's operator (e.g. the torch executor's: "
+                   "thunder.executors.torchex.ex.implmap), or runs the trace it made through "
+                   "thunder.executors.passes.transform_for_execution",
+        ))
+    return found
