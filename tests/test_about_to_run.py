@@ -167,16 +167,17 @@ class AppendsNeg(Transform):
     def __init__(self, *, executors_symbol: bool) -> None:
         self.executors_symbol = executors_symbol
 
-    def transform_trace_post_optimization(self, trace: Any, **kwargs: Any) -> Any:
+    def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs: Any) -> Any:
         from thunder.core.trace import from_trace
         from thunder.executors.torchex import ex as torch_executor
 
-        new = from_trace(trace)
-        *body, ret = trace.bound_symbols
+        new = from_trace(computation_trace)
+        *body, ret = computation_trace.bound_symbols
         last = [b for b in body if isinstance(b.output, TensorProxy)][-1].output
         with tracectx(new):
             negated = TensorProxy(like=last)
         symbol = torch_executor.implmap[prims.neg.id].symbol if self.executors_symbol else prims.neg
+        assert symbol is not None
         new.bound_symbols = [*body, symbol.bind(last, output=negated), ret]
         return new
 

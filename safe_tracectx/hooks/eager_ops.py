@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["eager_executor", "torch_function"]
+__all__ = ["eager_executor", "runs_as_eager", "torch_function"]
 
 
 def torch_function(symbol_id: Any) -> Callable[..., Any] | None:
@@ -43,6 +43,14 @@ def _executor(every: bool) -> Any:
     from thunder.extend import OperatorExecutor
 
     return OperatorExecutor("safe_tracectx_eager_every_op" if every else "safe_tracectx_eager_ops", version="1")
+
+
+def runs_as_eager(bsym: Any) -> bool:
+    """Whether eager PyTorch's own op computes ``bsym`` in the eager reference: its id names a torch function that
+    takes its arguments as Thunder binds them, and it is not a prim (a prim has Thunder's own semantics: its sum of
+    bools is bool, torch.sum's is int64)."""
+    function = None if getattr(bsym.sym, "is_prim", False) else torch_function(getattr(bsym.sym, "id", None))
+    return function is not None and _takes(function, *bsym.args, **bsym.kwargs)
 
 
 def eager_executor(trace: Any, *, every: bool = False) -> Any | None:

@@ -28,7 +28,7 @@ from typing import Any, Final
 import torch
 from thunder.core.proxies import TensorProxy
 
-from safe_tracectx.hooks.eager_ops import eager_executor
+from safe_tracectx.hooks.eager_ops import eager_executor, runs_as_eager
 from safe_tracectx.hooks.replay import exact_copy, executable
 from safe_tracectx.traces import returns
 from safe_tracectx.traces.bound_proxies import proxy_args, proxy_outs
@@ -93,11 +93,14 @@ def _bytes(proxy: TensorProxy) -> int:
 
 
 def wrong_metadata(program: Any, values: Mapping[str, Any]) -> list[Violation]:
-    """The first top-level symbol of ``program`` whose tensor output the trace records with another shape or dtype
-    than ``values`` (eager's, by name) has: each such output, named with the outputs of the symbols that read it."""
+    """The first top-level symbol of ``program`` computed by eager's own op (``eager_ops.runs_as_eager``: not a prim,
+    nor one the torch executor ran) whose tensor output the trace records with another shape or dtype than ``values``
+    (eager's, by name) has: each such output, named with the outputs of the symbols that read it."""
     from thunder.core.dtypes import to_torch_dtype
 
     for index, bsym in enumerate(program.bound_symbols):
+        if not runs_as_eager(bsym):
+            continue
         found = []
         for proxy in proxy_outs(bsym):
             value = values.get(proxy.name) if isinstance(proxy, TensorProxy) else None
