@@ -167,20 +167,18 @@ def _runs_problem(audit: Mapping[str, Any]) -> str | None:
     """What is wrong with an audit's pass runs as combine and the reports read them (None: fine): each a dict, its
     fingerprints a list per output trace of rows (lists), each row's names, shapes and dtypes lists."""
     for key in ("pass_runs", "jit_traces"):
-        runs = audit.get(key)
-        if runs is None:
+        if (runs := audit.get(key)) is None:
             continue
         if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
             return f"{key!r} must list pass runs"
         for run in runs:
-            prints = run.get("fingerprints")
-            if prints is not None and not (isinstance(prints, list) and all(
+            if (prints := run.get("fingerprints")) is not None and not (isinstance(prints, list) and all(
                     isinstance(trace, list) and all(_is_row(row) for row in trace) for trace in prints)):
                 return f"{key!r}: the fingerprints of pass run {str(run.get('label'))!r:.60} must be lists of rows"
     return None
 
 
-def _is_row(row: object) -> bool:
+def _is_row(row: object) -> bool:  # [symbol, names, shapes, dtypes]
     return isinstance(row, list) and len(row) == 4 and all(isinstance(part, list) for part in row[1:])
 
 
