@@ -10,10 +10,7 @@ so the update is lost though the write is still there), and eager PyTorch is the
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 import warnings
-from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
@@ -231,71 +228,6 @@ def test_own_work_emits_nothing_and_leaves_the_context_as_it_was() -> None:
         assert len(seen) == 1
     finally:
         events.sinks.remove(seen.append)
-
-
-def test_own_work_keeps_its_warnings_and_a_warnings_filter_of_error_does_not_stop_it() -> None:
-    """What the replays run is not the user's run: Thunder's and torch's warnings there are not shown, and a filter
-    that makes warnings errors (``-W error``) does not make a replay fail, which would skip its check silently."""
-    def warns() -> str:
-        warnings.warn("from the replay", UserWarning)
-        return "ran"
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("error")
-        filters = list(warnings.filters)
-        assert own_work(warns) == "ran"
-        assert caught == [] and warnings.filters == filters
-
-
-def test_own_work_in_two_threads_leaves_the_warning_filters_as_they_were() -> None:
-    """Two threads' replays take turns: interleaved, the second would restore the first one's "ignore" at its end."""
-    first_inside, second_inside = threading.Event(), threading.Event()
-
-    def first() -> None:  # ends while the second is inside, when they interleave
-        first_inside.set()
-        second_inside.wait(0.5)
-
-    def inside_second() -> None:
-        second_inside.set()
-        time.sleep(0.2)
-
-    def second() -> None:
-        first_inside.wait(5)
-        own_work(inside_second)
-
-    with warnings.catch_warnings():
-        before = list(warnings.filters)
-        threads = [threading.Thread(target=own_work, args=(first,)), threading.Thread(target=second)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(10)
-        assert warnings.filters == before
-
-
-def _adds_in_place(x: T, y: T) -> T:
-    x.add_(y)
-    return x * 2
-
-
-def _warnings_of_two_programs(policy: Any) -> Counter[tuple[Any, ...]]:
-    """Each warning (category, message, place) a program that updates its input and a training step give."""
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with installed(policy) if policy is not None else contextlib.nullcontext():
-            thunder.jit(_adds_in_place)(torch.randn(3), torch.randn(3))
-            thunder.jit(model)(torch.randn(3, 4)).sum().backward()
-    return Counter((w.category, str(w.message), w.filename, w.lineno) for w in caught)
-
-
-def test_the_replays_add_no_warning_to_the_users_run() -> None:
-    """The replays run the program again, Thunder's generated code included (Thunder 0.2.6 with torch 2.9 warns
-    that torch.is_autocast_cpu_enabled is deprecated there): each warning is the user's run's, not once more per
-    replay."""
-    plain = _warnings_of_two_programs(None)
-    assert plain, "the programs no longer warn: choose ones that do, or this test checks nothing"
-    assert _warnings_of_two_programs(STRICT) == plain
 
 
 #: The checks that replay the program (and so run its executors' implementations once more), by replay: the

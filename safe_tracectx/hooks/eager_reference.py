@@ -22,6 +22,7 @@ these values (``hooks.output_replay``)::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -71,7 +72,8 @@ def every_value(program: Any, inputs: Mapping[str, Any], *, eager: bool = True) 
         storages: dict[int, Any] = {}
         given = [(exact_copy(inputs[n], storages) if writes else inputs[n].detach())
                  if isinstance(inputs[n], torch.Tensor) else inputs[n] for n in arguments]
-        with torch.no_grad():  # (own work: its warnings are not shown, replay.own_work)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the program's own warnings are said by its own run, not by this one
             values = executable(probe, first=first)(*given)
     except Exception:  # noqa: BLE001 - a program that fails on these values, or a form Thunder cannot execute
         return None

@@ -22,6 +22,7 @@ take with Thunder's arguments, is not judged; a symbol that rebinds its input's 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -141,7 +142,8 @@ def _fresh(bsym: Any, output: str, argument: str, given: Mapping[str, Any]) -> b
     values: dict[str, torch.Tensor] = {}
     try:
         args, kwargs = _real(bsym.args, values, given), _real(bsym.kwargs, values, given)
-        with torch.no_grad():  # (own work: its warnings are not shown, replay.own_work)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             result = function(*_without_trailing_defaults(bsym.sym, args), **kwargs)
     except Exception:  # noqa: BLE001 - eager does not take these arguments: not judged
         return None

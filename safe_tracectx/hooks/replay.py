@@ -19,8 +19,6 @@ reported, counted or audited::
 from __future__ import annotations
 
 import contextvars
-import threading
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
@@ -48,25 +46,17 @@ _DRAWING: Final = ("rand", "uniform", "normal", "bernoulli", "multinomial", "dro
 BUDGET_BYTES: Final = 256 * 2**20
 #: (rtol, atol) by dtype: a fusion may round otherwise than the torch executor; a wrong write-back is far off.
 _LOW_PRECISION: Final = (torch.float16, torch.bfloat16)
-#: Held while own work runs with the warning filters swapped (re-entrant: own work may run more of it).
-_QUIET: Final = threading.RLock()
 
 
 def own_work(function: Callable[..., R], *args: Any) -> R:
     """``function(*args)`` in a copy of this context where this package runs Thunder for itself: no compilation,
-    pass or event of the user's, nothing reported, and no warning shown (Thunder's and torch's warnings belong to
-    the user's own run; a filter that makes them errors would make the replay fail and its check be skipped).
-    Python's warning filters are global before 3.14: another thread's warnings are not shown while a replay runs,
-    and replays in two threads take turns (two interleaved ``catch_warnings`` would leave the filters ignoring
-    everything)."""
+    pass or event of the user's, and nothing reported."""
     def run() -> R:
         events.own_work.set(True)
         events.current_pass.set(None)
         current_run.set(None)
         compilations.leave_all()
-        with _QUIET, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return function(*args)
+        return function(*args)
 
     return contextvars.copy_context().run(run)
 
