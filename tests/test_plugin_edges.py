@@ -79,7 +79,7 @@ def test_leaks_in_a_thread():
     assert outcomes.get("passed") == 2 and outcomes.get("errors") == 1
     result.stdout.fnmatch_lines(
         ["*ERROR at teardown of test_leaks_in_a_thread*",
-         "E   *was never reset: it was made in thread 'leaky-worker', which has ended"]
+         "E   *was never reset: it was made in thread 'leaky-worker', which no longer runs"]
     )
     assert "the test ended with 0 set_tracectx" not in result.stdout.str()
 
@@ -114,7 +114,36 @@ def test_balanced_in_a_task():
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_leaks_in_a_task*",
                                  "E   *was never reset: it was made in asyncio task 'leaky-task' (thread 'MainThread'), *"])
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_leaks_in_a_copied_context*",
-                                 "E   *was never reset: it was made in a Context run on thread 'MainThread'*"])
+                                 "E   *was never reset: it was made in a Context thread 'MainThread' no longer runs*"])
+
+
+def test_a_module_fixture_that_keeps_a_context_to_reset_its_set_in_is_not_charged_to_the_test(
+    pytester: pytest.Pytester,
+) -> None:
+    """Found by helper 54: a set a wider-scoped fixture makes in a Context it keeps (and resets in, at its teardown)
+    was charged to the first test as made in a Context that no longer runs."""
+    pytester.makepyfile(
+        test_kept=HEADER
+        + """
+import contextvars
+from thunder.core.trace import reset_tracectx
+
+@pytest.fixture(scope="module")
+def kept():
+    ctx = contextvars.copy_context()
+    token = ctx.run(set_tracectx, TraceCtx())
+    yield ctx
+    ctx.run(reset_tracectx, token)
+
+def test_one(kept):
+    assert kept.run(get_tracectx) is not None
+
+def test_two(kept):
+    assert kept.run(get_tracectx) is not None
+"""
+    )
+    result = pytester.runpytest_subprocess("--safe-tracectx=strict", "-p", "no:cacheprovider", "-rE")
+    assert _outcomes(result) == {"passed": 2}, result.stdout.str()[-3000:]
 
 
 def test_lenient_warns_and_closes(pytester: pytest.Pytester) -> None:

@@ -103,7 +103,7 @@ class RawBlock(Block[Any]):
             return f"asyncio task {self._task_name!r} (thread {self.thread!r})"
         if not self._thread.is_alive():
             return f"thread {self.thread!r}"
-        return f"a Context run on thread {self.thread!r} (a copy_context().run, an event loop's callback)"
+        return f"a Context thread {self.thread!r} no longer runs (a copy_context().run that returned)"
 
     @property
     def serial(self) -> int:
@@ -135,11 +135,12 @@ def _running_task() -> tuple[weakref.ReferenceType[Any] | None, str | None]:
     return (None, None) if task is None else (weakref.ref(task), task.get_name())
 
 
-def abandoned_sets(*, since: int = 0) -> list[RawBlock]:
-    """The raw sets still open, made from serial ``since`` on, that nothing can reset any more
-    (:attr:`RawBlock.abandoned`), oldest first; each is no longer tracked (reported once: a later reset of it,
-    should its Context run again, is Thunder's own)."""
-    found = [block for block in open_raw_blocks(since=since) if block.abandoned]
+def abandoned_sets(*, since: int = 0, exempt: tuple[range, ...] = ()) -> list[RawBlock]:
+    """The raw sets still open, made from serial ``since`` on and not in an ``exempt`` range of serials, that
+    nothing can reset any more (:attr:`RawBlock.abandoned`), oldest first; each is no longer tracked (reported
+    once: a later reset of it, should its Context run again, is Thunder's own)."""
+    found = [block for block in open_raw_blocks(since=since)
+             if block.abandoned and not any(block.serial in serials for serials in exempt)]
     for block in found:
         block.release()
         _blocks_by_token.pop(id(block._value_token), None)

@@ -123,7 +123,7 @@ class Installation:
             errors.append(
                 UnbalancedContextError(
                     f"{len(elsewhere)} set_tracectx() made under {self.owner} in threads, asyncio tasks or Contexts "
-                    f"that have ended were never reset: {labels}",
+                    f"that no longer run were never reset: {labels}",
                     fix=FIXES["raw_set"],
                     site=elsewhere[-1].site,
                 )

@@ -44,16 +44,19 @@ class Leftovers:
         self.depth = len(running_installations())
         self.since = next_serial()  # the test's own sets are made from here on
         self.known = {id(b) for b in _open_here()}
+        self.exempt: tuple[range, ...] = ()  # the serials of sets made in exempted blocks, wherever made
         self.default = default_policy()
 
     @contextmanager
     def exempting(self) -> Iterator[None]:
-        """Blocks opened in this block (a wider-scoped fixture's setup) are not the test's."""
-        before = {id(b) for b in _open_here()}
+        """Blocks opened in this block (a wider-scoped fixture's setup, in this Context or another it keeps to
+        reset them in at its teardown) are not the test's."""
+        before, first = {id(b) for b in _open_here()}, next_serial()
         try:
             yield
         finally:
             self.known |= {id(b) for b in _open_here()} - before
+            self.exempt += (range(first, next_serial()),)
 
     def check(self) -> list[TraceContextError]:
         """Report and undo what was left; the errors to act on (empty: nothing was left)."""
@@ -99,11 +102,11 @@ class Leftovers:
         # A running thread or task may still reset its set; one that has ended never will.
         return [
             UnbalancedContextError(
-                f"{block.label()} was never reset: it was made in {block.where()}, which has ended",
+                f"{block.label()} was never reset: it was made in {block.where()}, which no longer runs",
                 fix=FIXES["raw_set"],
                 site=block.site,
             )
-            for block in abandoned_sets(since=self.since)
+            for block in abandoned_sets(since=self.since, exempt=self.exempt)
         ]
 
     def _policies(self) -> list[TraceContextError]:
