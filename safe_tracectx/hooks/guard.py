@@ -89,7 +89,7 @@ class RawBlock(Block[Any]):
         """Whether nothing can reset this open set any more: its thread has ended, its asyncio task is done, or
         (made on this thread outside a task, and not open in this Context) the Context it was made in has finished
         (a ``copy_context().run``). A running thread, or a task not done, may still reset it."""
-        if not self._thread.is_alive():
+        if not self.thread_alive:
             return True
         if self._task is not None:
             task = self._task()
@@ -101,7 +101,7 @@ class RawBlock(Block[Any]):
         Context it ran in."""
         if self._task_name is not None:
             return f"asyncio task {self._task_name!r} (thread {self.thread!r})"
-        if not self._thread.is_alive():
+        if not self.thread_alive:
             return f"thread {self.thread!r}"
         return f"a Context thread {self.thread!r} no longer runs (a copy_context().run that returned)"
 

@@ -78,14 +78,15 @@ def symbols_called(trace: Any) -> list[Any]:
     module_shortname: Callable[[str], str] = codeutils.module_shortname  # (untyped in Thunder)
 
     from safe_tracectx.traces.bound_proxies import proxy_outs
+    from safe_tracectx.traces.program import Program
     from safe_tracectx.traces.violations import Violation, bsym_label
 
     found = []
     for index, bsym in enumerate(getattr(trace, "bound_symbols", ())):
         if getattr(bsym.sym, "python_printer", None) is not default_python_printer:
             continue  # (a return, an unpack, a comment: printed as Python of its own)
+        callee = Program.callee(bsym)  # (the one owner of the printed call's name)
         try:
-            callee = bsym.name_with_module()
             import_ctx, call_ctx, object_ctx = bsym.gather_ctxs()
             head, *attributes = callee.split(".")
             # what the program's imports bind: `import thunder.core.prims as prims` (Thunder's short names)
